@@ -1,0 +1,273 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_facts
+short_description: Report a host's NVIDIA GPUs and the state of their driver
+version_added: 0.1.0
+description:
+  - Reads the host's NVIDIA GPUs through NVML (the C(nvidia-ml-py) bindings) in one NVML session, and the NVIDIA
+    devices on the PCI bus from sysfs independently of the driver, so that "GPU present, driver missing" is visible.
+  - Never fails because a host has no GPU, no NVIDIA library or no driver; it reports that in RV(ansible_facts.gpu.nvml).
+  - Sets the fact C(gpu) (C(ansible_facts['gpu'])).
+author:
+  - kubegpu.cluster contributors
+options: {}
+requirements:
+  - nvidia-ml-py (the C(pynvml) module) on the managed host.
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+notes:
+  - NVML is loaded from C(libnvidia-ml.so.1) through the dynamic loader, as the NVIDIA tools do.
+seealso:
+  - name: NVML API reference
+    description: The NVIDIA Management Library calls this module makes.
+    link: https://docs.nvidia.com/deploy/nvml-api/
+"""
+
+EXAMPLES = r"""
+- name: Read the GPUs of every node
+  kubegpu.cluster.gpu_facts:
+
+- name: Show what each node has
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts['gpu']['count'] }} x {{ ansible_facts['gpu']['devices'] | map(attribute='name') | unique | join(', ') }}"
+
+- name: Stop when the driver is not answering
+  ansible.builtin.assert:
+    that: ansible_facts['gpu']['nvml']['status'] == 'ok'
+    fail_msg: "{{ inventory_hostname }}: {{ ansible_facts['gpu']['nvml']['message'] }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added to the host.
+  returned: always
+  type: dict
+  contains:
+    gpu:
+      description: What the host has, as NVML and sysfs report it.
+      returned: always
+      type: dict
+      contains:
+        present:
+          description: Whether the host has an NVIDIA GPU, seen by NVML or on the PCI bus.
+          type: bool
+          returned: always
+          sample: true
+        nvml:
+          description: Whether NVML answered.
+          type: dict
+          returned: always
+          contains:
+            status:
+              description:
+                - V(ok), V(library_not_found) (no C(libnvidia-ml.so.1)), V(driver_not_loaded) (library present,
+                  kernel driver not loaded), V(no_permission), or V(error).
+              type: str
+              returned: always
+              sample: ok
+            message:
+              description: NVML's own error text with what it means; for V(ok), any system-level value that could not be read.
+              type: str
+              returned: always
+              sample: ""
+        driver_version:
+          description: NVIDIA driver version, or C(null) when NVML did not answer.
+          type: str
+          returned: always
+          sample: 510.47.03
+        cuda_driver_version:
+          description: Highest CUDA version the driver supports, as C(major.minor).
+          type: str
+          returned: always
+          sample: "11.6"
+        nvml_version:
+          description: NVML library version.
+          type: str
+          returned: always
+          sample: 11.510.47.03
+        count:
+          description: Number of GPUs NVML reports.
+          type: int
+          returned: always
+          sample: 4
+        devices:
+          description: One entry per GPU, in NVML index order.
+          type: list
+          elements: dict
+          returned: always
+          contains:
+            index:
+              description: NVML index.
+              type: int
+              returned: always
+              sample: 0
+            uuid:
+              description: GPU UUID.
+              type: str
+              returned: when healthy
+              sample: GPU-3f2a1c6e-5b1d-4c1e-9d7a-0a1b2c3d4e00
+            name:
+              description: Product name.
+              type: str
+              returned: when healthy
+              sample: Tesla V100-PCIE-16GB
+            product_slug:
+              description: Label-safe product name (a valid Kubernetes label value).
+              type: str
+              returned: when healthy
+              sample: nvidia-tesla-v100-pcie-16gb
+            memory_total_mib:
+              description: Total memory in MiB.
+              type: int
+              returned: when healthy
+              sample: 16160
+            pci_bus_id:
+              description: PCI bus id as NVML reports it.
+              type: str
+              returned: when healthy
+              sample: 00000000:3B:00.0
+            compute_capability:
+              description: CUDA compute capability.
+              type: str
+              returned: when healthy
+              sample: "7.0"
+            architecture:
+              description: Family name as GPU feature discovery uses it (V(volta), V(turing), V(ampere), V(ada-lovelace), V(hopper), ...).
+              type: str
+              returned: when healthy
+              sample: volta
+            persistence_mode:
+              description: Whether persistence mode is on; C(null) where the GPU does not support it.
+              type: bool
+              returned: when healthy
+              sample: true
+            mig:
+              description: Multi-Instance GPU state.
+              type: dict
+              returned: when healthy
+              contains:
+                capable:
+                  description: Whether the GPU supports MIG.
+                  type: bool
+                  returned: always
+                current:
+                  description: Whether MIG mode is on now.
+                  type: bool
+                  returned: always
+                pending:
+                  description: MIG mode after the next GPU reset.
+                  type: bool
+                  returned: always
+                devices:
+                  description: The MIG devices when MIG is on.
+                  type: list
+                  elements: dict
+                  returned: always
+                  contains:
+                    uuid:
+                      description: MIG device UUID.
+                      type: str
+                      returned: always
+                    profile:
+                      description: Profile name as nvidia-smi and the device plugin name it.
+                      type: str
+                      returned: always
+                      sample: 1g.10gb
+                    memory_mib:
+                      description: Memory of the MIG device in MiB.
+                      type: int
+                      returned: always
+                      sample: 9856
+                    multiprocessor_count:
+                      description: Streaming multiprocessors in the MIG device.
+                      type: int
+                      returned: always
+                    gpu_instance_id:
+                      description: GPU instance id.
+                      type: int
+                      returned: always
+                    compute_instance_id:
+                      description: Compute instance id.
+                      type: int
+                      returned: always
+            healthy:
+              description: Whether NVML answered the identity calls (handle, name, UUID, memory) for this GPU.
+              type: bool
+              returned: always
+              sample: true
+            errors:
+              description: Values that could not be read, with NVML's reason (values the GPU does not support are just C(null)).
+              type: dict
+              returned: always
+              sample: {"handle": "GPU is lost"}
+        pci:
+          description: NVIDIA display and 3D controllers on the PCI bus (vendor C(0x10de)), read from sysfs.
+          type: list
+          elements: dict
+          returned: always
+          contains:
+            address:
+              description: PCI address.
+              type: str
+              returned: always
+              sample: "0000:3b:00.0"
+            device_id:
+              description: PCI device id.
+              type: str
+              returned: always
+              sample: "0x1db4"
+            subsystem_id:
+              description: PCI subsystem device and vendor id.
+              type: str
+              returned: always
+              sample: "0x121410de"
+            class:
+              description: PCI class code.
+              type: str
+              returned: always
+              sample: "0x030200"
+            driver:
+              description: Kernel driver bound to the device (V(nvidia), V(nouveau), V(vfio-pci)), or C(null).
+              type: str
+              returned: always
+              sample: nvidia
+        kernel_modules:
+          description: Whether the C(nvidia) and C(nouveau) kernel modules are loaded (C(null) when unknown).
+          type: dict
+          returned: always
+          sample: {"nvidia": true, "nouveau": false}
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvml import gather_gpu_facts
+
+try:
+    import pynvml
+except ImportError:
+    pynvml = None
+
+
+def main():
+    module = AnsibleModule(argument_spec={}, supports_check_mode=True)
+    if pynvml is None:
+        module.fail_json(msg=missing_required_lib("nvidia-ml-py", url="https://pypi.org/project/nvidia-ml-py/"))
+    module.exit_json(changed=False, ansible_facts={"gpu": gather_gpu_facts(pynvml)})
+
+
+if __name__ == "__main__":
+    main()
