@@ -86,13 +86,16 @@ def cuda_version_string(value):
     return "%d.%d" % (value // 1000, (value % 1000) // 10)
 
 
-def mig_profile_name(gpu_instance_slices, compute_instance_slices, memory_mib):
+def mig_profile_name(gpu_instance_slices, compute_instance_slices, memory_mib, total_memory_mib):
     """Name a MIG device the way nvidia-smi and the device plugin do: ``1g.10gb``, or ``1c.2g.20gb``.
 
-    The memory part rounds the MIG device's memory up to whole GiB, as the device plugin does
-    (an A100-80GB 1g slice has 9856 MiB and is called ``1g.10gb``).
+    The memory part is not the slice's own memory rounded: NVIDIA takes the slice's share of the whole GPU's memory,
+    rounds it up to eighths, and multiplies by the GPU's memory in whole GiB (rounded up). An A100-80GB (81920 MiB)
+    has 9856 MiB in a 1g slice (share 0.12 -> 1/8 -> ``10gb``) and 80896 MiB in a 7g slice (-> 8/8 -> ``80gb``).
     """
-    gib = (int(memory_mib) + 1023) // 1024
+    total_gib = (int(total_memory_mib) + 1023) // 1024
+    eighths = -(-int(memory_mib) * 8 // int(total_memory_mib))  # ceiling division
+    gib = int(round(eighths * total_gib / 8.0))
     if compute_instance_slices and compute_instance_slices != gpu_instance_slices:
         return "%dc.%dg.%dgb" % (compute_instance_slices, gpu_instance_slices, gib)
     return "%dg.%dgb" % (gpu_instance_slices, gib)

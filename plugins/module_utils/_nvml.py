@@ -64,7 +64,7 @@ def _init_status(nvml, exc):
     return STATUS_ERROR, "NVML failed to initialise: %s" % message
 
 
-def _mig_devices(reader, handle, errors):
+def _mig_devices(reader, handle, total_memory_mib, errors):
     nvml = reader.nvml
     found = []
     slots = reader.call(errors, "mig.devices", "nvmlDeviceGetMaxMigDeviceCount", handle) or 0
@@ -88,8 +88,9 @@ def _mig_devices(reader, handle, errors):
         if attrs is not None:
             entry["memory_mib"] = int(attrs.memorySizeMB)
             entry["multiprocessor_count"] = int(attrs.multiprocessorCount)
+        if attrs is not None and total_memory_mib:
             entry["profile"] = _gpu_model.mig_profile_name(
-                int(attrs.gpuInstanceSliceCount), int(attrs.computeInstanceSliceCount), int(attrs.memorySizeMB))
+                int(attrs.gpuInstanceSliceCount), int(attrs.computeInstanceSliceCount), int(attrs.memorySizeMB), total_memory_mib)
         for field, message in mig_errors.items():
             errors["mig.devices[%d].%s" % (slot, field)] = message
         found.append(entry)
@@ -117,7 +118,8 @@ def _device(reader, index):
         mig["current"] = bool(mig_mode[0])
         mig["pending"] = bool(mig_mode[1])
         if mig["current"]:
-            mig["devices"] = _mig_devices(reader, handle, errors)
+            total_mib = None if memory is None else int(memory.total) // (1024 * 1024)
+            mig["devices"] = _mig_devices(reader, handle, total_mib, errors)
 
     capability = tuple(int(part) for part in capability) if capability is not None else None
     return {

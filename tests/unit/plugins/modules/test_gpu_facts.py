@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""main() of gpu_facts on this machine, which has no NVIDIA library: it must report, not fail."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.kubegpu.cluster.plugins.modules import gpu_facts
+
+
+def run_main(capsys, args=None):
+    with patch_module_args(args or {}):
+        with pytest.raises(SystemExit) as exit_info:
+            gpu_facts.main()
+    return exit_info.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_reports_missing_library_without_failing(capsys, monkeypatch):
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/nonexistent")
+    code, result = run_main(capsys)
+    gpu = result["ansible_facts"]["gpu"]
+    assert code == 0 and result["changed"] is False
+    if gpu["nvml"]["status"] == "ok":
+        pytest.skip("this machine has a working NVML, so the no-library path cannot be seen here")
+    assert gpu["nvml"]["status"] == "library_not_found"
+    assert gpu["present"] is False and gpu["count"] == 0 and gpu["devices"] == []
+
+
+def test_rejects_unknown_options(capsys):
+    code, result = run_main(capsys, {"bogus": 1})
+    assert code == 1 and "bogus" in result["msg"]
+
+
+def test_missing_bindings_fail_with_the_package_name(capsys, monkeypatch):
+    monkeypatch.setattr(gpu_facts, "pynvml", None)
+    code, result = run_main(capsys)
+    assert code == 1 and "nvidia-ml-py" in result["msg"]
