@@ -37,3 +37,25 @@ $(COLLECTION_LINK):
 
 .PHONY: venv
 venv: $(VENV)/.stamp $(COLLECTION_LINK)
+
+# --- Static checks: ansible-test needs the collection at a real ansible_collections/NS/NAME path, so it runs on a copy
+SANITY_TREE := $(BUILD)/sanity/ansible_collections/kubegpu/cluster
+.PHONY: sanity-tree sanity lint
+sanity-tree: venv
+	rm -rf $(SANITY_TREE) && mkdir -p $(SANITY_TREE)
+	git ls-files -z --cached --others --exclude-standard | rsync -a --from0 --files-from=- ./ $(SANITY_TREE)/
+
+# ansible-test builds a virtualenv per sanity test and seeds pip with a script it downloads from a host that is not
+# reachable here; tests/sanity/pip_bootstrap.py stands in for that script (see its docstring).
+ANSIBLE_TEST_PIP := $(shell grep -ho "pip='[0-9.]*'" $(VENV)/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py 2>/dev/null | grep -o '[0-9.]*')
+PIP_BOOTSTRAP := $(HOME)/.ansible/test/cache/get_pip_$(subst .,_,$(ANSIBLE_TEST_PIP)).py
+$(PIP_BOOTSTRAP): tests/sanity/pip_bootstrap.py
+	mkdir -p $(dir $@) && cp $< $@
+
+sanity: sanity-tree $(PIP_BOOTSTRAP)
+	cd $(SANITY_TREE) && git init -q && git add -A && \
+	  $(VENV)/bin/ansible-test sanity --local --python 3.11 --color no $(SANITY_ARGS)
+
+lint: venv
+	$(VENV)/bin/yamllint -s .
+	$(VENV)/bin/ansible-lint --profile production --offline

@@ -12,7 +12,7 @@ name: driver_verdict
 short_description: Judge a host's NVIDIA driver from its gpu facts
 version_added: 0.1.0
 author:
-  - kubegpu.cluster contributors
+  - kubegpu.cluster contributors (@kubegpu)
 description:
   - Takes the C(gpu) fact that M(kubegpu.cluster.gpu_facts) sets and returns a verdict with every problem found,
     each saying what was found and what to do.

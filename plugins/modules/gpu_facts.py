@@ -18,8 +18,11 @@ description:
   - Never fails because a host has no GPU, no NVIDIA library or no driver; it reports that in RV(ansible_facts.gpu.nvml).
   - Sets the fact C(gpu) (C(ansible_facts['gpu'])).
 author:
-  - kubegpu.cluster contributors
+  - kubegpu.cluster contributors (@kubegpu)
 options: {}
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
 requirements:
   - nvidia-ml-py (the C(pynvml) module) on the managed host.
 attributes:
@@ -30,6 +33,8 @@ attributes:
     support: none
   facts:
     support: full
+  platform:
+    platforms: posix
 notes:
   - NVML is loaded from C(libnvidia-ml.so.1) through the dynamic loader, as the NVIDIA tools do.
 seealso:
