@@ -61,7 +61,16 @@ def _init_status(nvml, exc):
         return STATUS_DRIVER_NOT_LOADED, "NVML is installed but the NVIDIA kernel driver is not loaded (%s)" % message
     if code == getattr(nvml, "NVML_ERROR_NO_PERMISSION", None):
         return STATUS_NO_PERMISSION, "NVML refused access to the GPUs (%s): run as root or fix /dev/nvidia* permissions" % message
-    return STATUS_ERROR, "NVML failed to initialise: %s" % message
+    return STATUS_ERROR, "NVML failed to initialise: %s" % _library_error_string(nvml, code, message)
+
+
+def _library_error_string(nvml, code, fallback):
+    """The library's own text for an error code (pynvml's str() uses a fixed table for the codes it knows)."""
+    try:
+        text = _text(nvml.nvmlErrorString(code))
+    except (nvml.NVMLError, TypeError, AttributeError):
+        return fallback
+    return text or fallback
 
 
 def _mig_devices(reader, handle, total_memory_mib, errors):
