@@ -165,7 +165,8 @@ def gather_gpu_facts(nvml, pci_devices_path=_host.PCI_DEVICES_PATH, proc_modules
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
         facts["nvml"]["status"], facts["nvml"]["message"] = _init_status(nvml, exc)
-        facts["present"] = bool(facts["pci"])
+        # NVML answers "no permission" only when the driver's device nodes exist, so a GPU is there.
+        facts["present"] = bool(facts["pci"]) or facts["nvml"]["status"] == STATUS_NO_PERMISSION
         return facts
 
     try:

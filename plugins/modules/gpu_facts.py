@@ -69,7 +69,7 @@ ansible_facts:
       type: dict
       contains:
         present:
-          description: Whether the host has an NVIDIA GPU, seen by NVML or on the PCI bus.
+          description: Whether the host has an NVIDIA GPU, seen by NVML, on the PCI bus, or implied by NVML refusing access (V(no_permission)).
           type: bool
           returned: always
           sample: true

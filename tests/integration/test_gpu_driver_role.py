@@ -1,0 +1,109 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The gpu_driver role run by ansible-playbook on localhost, with the real pynvml loading the fake NVML library.
+
+The molecule scenario proves the same role on systemd node containers; this covers every profile and bad input fast.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PROFILES = os.path.join(ROOT, "sandbox", "profiles")
+BUILD = os.path.join(ROOT, ".build", "fakenvml")
+PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: kubegpu.cluster.gpu_driver
+"""
+
+
+@pytest.fixture(scope="module")
+def playbook(tmp_path_factory):
+    subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "sandbox", "fakenvml"), "BUILD_DIR=" + BUILD], check=True)
+    path = tmp_path_factory.mktemp("play") / "play.yml"
+    path.write_text(PLAYBOOK)
+    return str(path)
+
+
+def run_role(playbook, profile, **extra_vars):
+    env = dict((k, v) for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_PROFILE"))
+    env.update(ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"),
+               ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
+    if profile:
+        env.update(LD_LIBRARY_PATH=BUILD, FAKE_NVML_PROFILE=os.path.join(PROFILES, profile + ".json"))
+    extra = dict({"gpu_driver_python_manage": False, "ansible_python_interpreter": sys.executable}, **extra_vars)
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), playbook, "-e", json.dumps(extra)],
+                          env=env, capture_output=True, text=True, check=False, cwd=ROOT)
+    tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
+    results = [task["hosts"]["localhost"] for task in tasks if "localhost" in task["hosts"]]
+    return proc.returncode, results
+
+
+def verdict_of(results):
+    facts = [r["ansible_facts"]["gpu_driver_verdict"] for r in results if "gpu_driver_verdict" in r.get("ansible_facts", {})]
+    assert len(facts) == 1
+    return facts[0]
+
+
+@pytest.mark.parametrize("profile, status, words", [
+    ("v100x4", "ok", None),
+    ("a100x8-mig-mixed", "ok", None),
+    ("h100", "ok", None),
+    ("t4", "ok", None),
+    ("gtx1060", "failed", "NVIDIA driver 390.30 is older than the required 418.81.07"),
+    ("failure-device-lost", "failed", "GPU 1 does not answer NVML (handle: GPU is lost)"),
+    ("failure-no-permission", "failed", "become: true"),
+])
+def test_verdict_per_profile_with_default_minimum(playbook, profile, status, words):
+    code, results = run_role(playbook, profile, gpu_driver_fail_on_problem=False)
+    assert code == 0
+    verdict = verdict_of(results)
+    assert verdict["status"] == status, verdict
+    if words:
+        assert words in " ".join(verdict["problems"])
+
+
+def test_failure_names_host_found_and_fix(playbook):
+    code, results = run_role(playbook, "t4", gpu_driver_min_version="470")
+    assert code == 2
+    failed = [r for r in results if r.get("failed")]
+    assert len(failed) == 1
+    assert failed[0]["msg"] == ("gpu_driver on localhost (1 x Tesla T4, driver 450.102.04): NVIDIA driver 450.102.04 is older than "
+                                "the required 470 (gpu_driver_min_version); install driver 470 or newer")
+
+
+def test_host_without_gpu_is_skipped_with_a_message(playbook):
+    code, results = run_role(playbook, None)
+    assert code == 0
+    assert verdict_of(results)["status"] == "skipped"
+    assert any("driver checks skipped" in str(r.get("msg", "")) for r in results)
+
+
+def test_host_without_gpu_fails_when_a_gpu_is_required(playbook):
+    code, results = run_role(playbook, None, gpu_driver_require_gpu=True)
+    assert code == 2
+    assert any("no NVIDIA GPU was found" in str(r.get("msg", "")) for r in results if r.get("failed"))
+
+
+def test_invalid_min_version_is_one_clear_error(playbook):
+    code, results = run_role(playbook, "v100x4", gpu_driver_min_version="latest")
+    assert code == 2
+    failed = [r for r in results if r.get("failed")]
+    assert len(failed) == 1 and "gpu_driver_min_version: 'latest' is not a version" in failed[0]["msg"]
+
+
+def test_invalid_option_type_is_refused_by_the_argument_spec(playbook):
+    code, results = run_role(playbook, "v100x4", gpu_driver_require_gpu="perhaps")
+    assert code == 2
+    failed = [r for r in results if r.get("failed")]
+    assert len(failed) == 1 and "gpu_driver_require_gpu" in failed[0]["msg"]
