@@ -1,0 +1,766 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * libnvidia-ml.so.1 stand-in: answers the NVML calls the project needs from
+ * a JSON GPU profile (see README.md), with NVML's real return codes.
+ *
+ * Conventions shared by every entry point:
+ *   - a call before nvmlInit (or after the last nvmlShutdown) answers
+ *     NVML_ERROR_UNINITIALIZED;
+ *   - an unknown handle, an out-of-range index or a NULL pointer argument
+ *     answers NVML_ERROR_INVALID_ARGUMENT;
+ *   - then the profile's "errors" maps are consulted (MIG device, its GPU,
+ *     top level; the exact name first, then the name without its _vN suffix);
+ *   - only then is the answer computed from the profile.
+ * Nothing is ever printed: callers (Ansible modules) own stdout.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakenvml.h"
+
+#define API __attribute__((visibility("default")))
+
+/* BEGIN fake_api_names: every exported nvmlReturn_t function; check_profiles.py reads this list */
+const char *const fake_api_names[] = {
+    "nvmlInit",
+    "nvmlInit_v2",
+    "nvmlInitWithFlags",
+    "nvmlShutdown",
+    "nvmlSystemGetDriverVersion",
+    "nvmlSystemGetNVMLVersion",
+    "nvmlSystemGetCudaDriverVersion",
+    "nvmlSystemGetCudaDriverVersion_v2",
+    "nvmlDeviceGetCount",
+    "nvmlDeviceGetCount_v2",
+    "nvmlDeviceGetHandleByIndex",
+    "nvmlDeviceGetHandleByIndex_v2",
+    "nvmlDeviceGetHandleByUUID",
+    "nvmlDeviceGetHandleByPciBusId",
+    "nvmlDeviceGetHandleByPciBusId_v2",
+    "nvmlDeviceGetIndex",
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetSerial",
+    "nvmlDeviceGetBrand",
+    "nvmlDeviceGetMinorNumber",
+    "nvmlDeviceGetMemoryInfo",
+    "nvmlDeviceGetMemoryInfo_v2",
+    "nvmlDeviceGetPciInfo",
+    "nvmlDeviceGetPciInfo_v2",
+    "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetCudaComputeCapability",
+    "nvmlDeviceGetArchitecture",
+    "nvmlDeviceGetPersistenceMode",
+    "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceIsMigDeviceHandle",
+    "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+    "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetComputeInstanceId",
+    "nvmlDeviceGetAttributes",
+    "nvmlDeviceGetAttributes_v2",
+    NULL,
+};
+/* END fake_api_names */
+
+static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
+static unsigned int g_refcount;          /* nvmlInit calls not yet matched by nvmlShutdown */
+static struct fake_profile *g_prof;      /* valid while g_refcount > 0 */
+static char g_detail[FAKE_MSG_MAX];      /* why the last nvmlInit answered NVML_ERROR_UNKNOWN */
+
+int fake_api_known(const char *name)
+{
+    for (const char *const *n = fake_api_names; *n; n++)
+        if (strcmp(*n, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Length of fn without a trailing _v<digits>. */
+static size_t base_len(const char *fn)
+{
+    size_t n = strlen(fn);
+    size_t i = n;
+
+    while (i > 0 && fn[i - 1] >= '0' && fn[i - 1] <= '9')
+        i--;
+    if (i < n && i >= 2 && fn[i - 1] == 'v' && fn[i - 2] == '_')
+        return i - 2;
+    return n;
+}
+
+static nvmlReturn_t lookup_err(const struct fake_errs *e, const char *fn)
+{
+    size_t blen = base_len(fn);
+
+    for (size_t i = 0; i < e->count; i++)
+        if (strcmp(e->items[i].function, fn) == 0)
+            return e->items[i].code;
+    for (size_t i = 0; i < e->count; i++)
+        if (strlen(e->items[i].function) == blen && strncmp(e->items[i].function, fn, blen) == 0)
+            return e->items[i].code;
+    return NVML_SUCCESS;
+}
+
+/* Injected answer for fn on device d (NULL for system calls). */
+static nvmlReturn_t injected(const struct nvmlDevice_st *d, const char *fn)
+{
+    nvmlReturn_t rc;
+
+    for (; d != NULL; d = d->parent) {
+        rc = lookup_err(&d->errors, fn);
+        if (rc != NVML_SUCCESS)
+            return rc;
+    }
+    return lookup_err(&g_prof->errors, fn);
+}
+
+/* A handle is valid when it points at an entry of the current device table. */
+static int handle_ok(nvmlDevice_t h)
+{
+    uintptr_t p = (uintptr_t)h;
+    uintptr_t lo = (uintptr_t)g_prof->devs;
+    uintptr_t hi = (uintptr_t)(g_prof->devs + g_prof->dev_count);
+
+    return h != NULL && p >= lo && p < hi && (p - lo) % sizeof(*g_prof->devs) == 0;
+}
+
+static nvmlReturn_t put_str(char *buf, unsigned int length, const char *s)
+{
+    size_t n = strlen(s) + 1;
+
+    if (n > length)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(buf, s, n);
+    return NVML_SUCCESS;
+}
+
+/* Common prologue: handle valid, out pointer present, then injected errors. */
+#define DEV_PROLOGUE(h, outp, fn)                         \
+    do {                                                  \
+        nvmlReturn_t rc_;                                 \
+        if (!handle_ok(h) || (outp) == NULL)              \
+            return NVML_ERROR_INVALID_ARGUMENT;           \
+        rc_ = injected((h), (fn));                        \
+        if (rc_ != NVML_SUCCESS)                          \
+            return rc_;                                   \
+    } while (0)
+
+/* Run impl under the read lock once the library is initialised. */
+#define LOCKED(expr)                                                        \
+    do {                                                                    \
+        nvmlReturn_t rc_;                                                   \
+        pthread_rwlock_rdlock(&g_lock);                                     \
+        rc_ = g_refcount > 0 ? (expr) : NVML_ERROR_UNINITIALIZED;           \
+        pthread_rwlock_unlock(&g_lock);                                     \
+        return rc_;                                                         \
+    } while (0)
+
+/* ------------------------------------------------------- init / shutdown */
+
+static const char *profile_path(void)
+{
+    const char *env = getenv(FAKE_PROFILE_ENV);
+
+    return (env != NULL && env[0] != '\0') ? env : FAKE_DEFAULT_PROFILE;
+}
+
+static nvmlReturn_t do_init(const char *entry)
+{
+    struct fake_profile *p = NULL;
+    char msg[FAKE_MSG_MAX];
+    nvmlReturn_t rc;
+
+    pthread_rwlock_wrlock(&g_lock);
+    if (g_refcount > 0) {
+        g_refcount++;
+        pthread_rwlock_unlock(&g_lock);
+        return NVML_SUCCESS;
+    }
+    rc = fake_profile_load(profile_path(), &p, msg, sizeof(msg));
+    if (rc == NVML_SUCCESS) {
+        rc = lookup_err(&p->errors, entry);
+        if (rc == NVML_SUCCESS)
+            rc = lookup_err(&p->errors, "nvmlInit");
+        msg[0] = '\0';
+        if (rc != NVML_SUCCESS) {
+            fake_profile_free(p);
+            p = NULL;
+        }
+    }
+    snprintf(g_detail, sizeof(g_detail), "%s", rc == NVML_ERROR_UNKNOWN ? msg : "");
+    if (rc == NVML_SUCCESS) {
+        g_prof = p;
+        g_refcount = 1;
+    }
+    pthread_rwlock_unlock(&g_lock);
+    return rc;
+}
+
+API nvmlReturn_t nvmlInit(void)
+{
+    return do_init("nvmlInit");
+}
+
+API nvmlReturn_t nvmlInit_v2(void)
+{
+    return do_init("nvmlInit_v2");
+}
+
+API nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    (void)flags;   /* NO_GPUS / NO_ATTACH / FORCE_INIT change nothing for a fake */
+    return do_init("nvmlInitWithFlags");
+}
+
+API nvmlReturn_t nvmlShutdown(void)
+{
+    nvmlReturn_t rc = NVML_SUCCESS;
+
+    pthread_rwlock_wrlock(&g_lock);
+    if (g_refcount == 0) {
+        rc = NVML_ERROR_UNINITIALIZED;
+    } else {
+        rc = lookup_err(&g_prof->errors, "nvmlShutdown");
+        if (rc == NVML_SUCCESS && --g_refcount == 0) {
+            fake_profile_free(g_prof);
+            g_prof = NULL;
+        }
+    }
+    pthread_rwlock_unlock(&g_lock);
+    return rc;
+}
+
+API const char *nvmlErrorString(nvmlReturn_t result)
+{
+    switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_IRQ_ISSUE: return "Interrupt Request Issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED: return "GPU requires restart";
+    case NVML_ERROR_OPERATING_SYSTEM: return "The operating system has blocked the request.";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
+    case NVML_ERROR_IN_USE: return "In use by another client";
+    case NVML_ERROR_MEMORY: return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA: return "No data";
+    case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED: return "The requested vgpu operation is not available on target device, because ECC is enabled";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Ran out of critical resources, other than memory";
+    case NVML_ERROR_FREQ_NOT_SUPPORTED: return "The requested frequency is not supported";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "The provided version is invalid/unsupported";
+    case NVML_ERROR_DEPRECATED: return "The requested functionality has been deprecated";
+    case NVML_ERROR_NOT_READY: return "The system is not ready for the request";
+    case NVML_ERROR_GPU_NOT_FOUND: return "The GPU was not found";
+    case NVML_ERROR_INVALID_STATE: return "The operation is not allowed in the current state";
+    case NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: return "The requested reset type is not supported";
+    case NVML_ERROR_UNKNOWN:
+        return g_detail[0] != '\0' ? g_detail : "Unknown Error";
+    }
+    return "Unknown Error";
+}
+
+/* ----------------------------------------------------------------- system */
+
+static nvmlReturn_t sys_string(const char *fn, const char *value, char *buf, unsigned int length)
+{
+    nvmlReturn_t rc;
+
+    if (buf == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = injected(NULL, fn);
+    return rc != NVML_SUCCESS ? rc : put_str(buf, length, value);
+}
+
+static nvmlReturn_t sys_cuda(const char *fn, int *version)
+{
+    nvmlReturn_t rc;
+
+    if (version == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = injected(NULL, fn);
+    if (rc == NVML_SUCCESS)
+        *version = g_prof->cuda_driver_version;
+    return rc;
+}
+
+API nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
+{
+    LOCKED(sys_string("nvmlSystemGetDriverVersion", g_prof->driver_version, version, length));
+}
+
+API nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
+{
+    LOCKED(sys_string("nvmlSystemGetNVMLVersion", g_prof->nvml_version, version, length));
+}
+
+API nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion)
+{
+    LOCKED(sys_cuda("nvmlSystemGetCudaDriverVersion", cudaDriverVersion));
+}
+
+API nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion)
+{
+    LOCKED(sys_cuda("nvmlSystemGetCudaDriverVersion_v2", cudaDriverVersion));
+}
+
+/* ------------------------------------------------------------ enumeration */
+
+static nvmlReturn_t dev_count(const char *fn, unsigned int *count)
+{
+    nvmlReturn_t rc;
+
+    if (count == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = injected(NULL, fn);
+    if (rc == NVML_SUCCESS)
+        *count = g_prof->gpu_count;
+    return rc;
+}
+
+API nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount)
+{
+    LOCKED(dev_count("nvmlDeviceGetCount", deviceCount));
+}
+
+API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
+{
+    LOCKED(dev_count("nvmlDeviceGetCount_v2", deviceCount));
+}
+
+/* Hand out d after its own injected errors for the lookup function fn. */
+static nvmlReturn_t hand_out(struct nvmlDevice_st *d, const char *fn, nvmlDevice_t *device)
+{
+    nvmlReturn_t rc = injected(d, fn);
+
+    if (rc == NVML_SUCCESS)
+        *device = d;
+    return rc;
+}
+
+static nvmlReturn_t by_index(const char *fn, unsigned int index, nvmlDevice_t *device)
+{
+    if (device == NULL || index >= g_prof->gpu_count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return hand_out(&g_prof->devs[index], fn, device);
+}
+
+API nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
+{
+    LOCKED(by_index("nvmlDeviceGetHandleByIndex", index, device));
+}
+
+API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
+{
+    LOCKED(by_index("nvmlDeviceGetHandleByIndex_v2", index, device));
+}
+
+static nvmlReturn_t by_uuid(const char *uuid, nvmlDevice_t *device)
+{
+    if (uuid == NULL || device == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned int i = 0; i < g_prof->dev_count; i++)
+        if (strcasecmp(g_prof->devs[i].uuid, uuid) == 0)
+            return hand_out(&g_prof->devs[i], "nvmlDeviceGetHandleByUUID", device);
+    return NVML_ERROR_NOT_FOUND;
+}
+
+API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+    LOCKED(by_uuid(uuid, device));
+}
+
+/* Accepts domain:bus:device.function, domain:bus:device and bus:device.function (hex). */
+static int parse_pci_query(const char *s, unsigned int *dom, unsigned int *bus, unsigned int *dev,
+                           unsigned int *fn)
+{
+    size_t len = strlen(s);
+    int n = -1;
+
+    *dom = 0;
+    *fn = 0;
+    if (sscanf(s, "%x:%x:%x.%x%n", dom, bus, dev, fn, &n) == 4 && (size_t)n == len)
+        return 1;
+    n = -1;
+    *fn = 0;
+    if (sscanf(s, "%x:%x:%x%n", dom, bus, dev, &n) == 3 && (size_t)n == len)
+        return 1;
+    n = -1;
+    *dom = 0;
+    if (sscanf(s, "%x:%x.%x%n", bus, dev, fn, &n) == 3 && (size_t)n == len)
+        return 1;
+    return 0;
+}
+
+static nvmlReturn_t by_pci(const char *fn, const char *busId, nvmlDevice_t *device)
+{
+    unsigned int dom, bus, dev, func;
+
+    if (busId == NULL || device == NULL || !parse_pci_query(busId, &dom, &bus, &dev, &func))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned int i = 0; i < g_prof->gpu_count; i++) {
+        struct nvmlDevice_st *d = &g_prof->devs[i];
+
+        if (d->pci_domain == dom && d->pci_bus == bus && d->pci_device == dev && d->pci_function == func)
+            return hand_out(d, fn, device);
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+API nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device)
+{
+    LOCKED(by_pci("nvmlDeviceGetHandleByPciBusId", pciBusId, device));
+}
+
+API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device)
+{
+    LOCKED(by_pci("nvmlDeviceGetHandleByPciBusId_v2", pciBusId, device));
+}
+
+/* ------------------------------------------------------- device queries */
+
+static nvmlReturn_t get_index(nvmlDevice_t h, unsigned int *index)
+{
+    DEV_PROLOGUE(h, index, "nvmlDeviceGetIndex");
+    if (h->is_mig)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *index = h->index;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
+{
+    LOCKED(get_index(device, index));
+}
+
+static nvmlReturn_t get_name(nvmlDevice_t h, char *name, unsigned int length)
+{
+    DEV_PROLOGUE(h, name, "nvmlDeviceGetName");
+    return put_str(name, length, h->name);
+}
+
+API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
+{
+    LOCKED(get_name(device, name, length));
+}
+
+static nvmlReturn_t get_uuid(nvmlDevice_t h, char *uuid, unsigned int length)
+{
+    DEV_PROLOGUE(h, uuid, "nvmlDeviceGetUUID");
+    return put_str(uuid, length, h->uuid);
+}
+
+API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+{
+    LOCKED(get_uuid(device, uuid, length));
+}
+
+static nvmlReturn_t get_serial(nvmlDevice_t h, char *serial, unsigned int length)
+{
+    DEV_PROLOGUE(h, serial, "nvmlDeviceGetSerial");
+    if (h->is_mig || !h->has_serial)
+        return NVML_ERROR_NOT_SUPPORTED;
+    return put_str(serial, length, h->serial);
+}
+
+API nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length)
+{
+    LOCKED(get_serial(device, serial, length));
+}
+
+static nvmlReturn_t get_brand(nvmlDevice_t h, nvmlBrandType_t *type)
+{
+    DEV_PROLOGUE(h, type, "nvmlDeviceGetBrand");
+    *type = h->brand;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type)
+{
+    LOCKED(get_brand(device, type));
+}
+
+static nvmlReturn_t get_minor(nvmlDevice_t h, unsigned int *minor)
+{
+    DEV_PROLOGUE(h, minor, "nvmlDeviceGetMinorNumber");
+    if (h->is_mig)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *minor = h->minor_number;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber)
+{
+    LOCKED(get_minor(device, minorNumber));
+}
+
+static nvmlReturn_t get_memory(nvmlDevice_t h, nvmlMemory_t *memory)
+{
+    DEV_PROLOGUE(h, memory, "nvmlDeviceGetMemoryInfo");
+    memory->total = h->memory_total_mib * 1024ULL * 1024ULL;
+    memory->used = 0;
+    memory->free = memory->total;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    LOCKED(get_memory(device, memory));
+}
+
+static nvmlReturn_t get_memory_v2(nvmlDevice_t h, nvmlMemory_v2_t *memory)
+{
+    DEV_PROLOGUE(h, memory, "nvmlDeviceGetMemoryInfo_v2");
+    if (memory->version != nvmlMemory_v2)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    memory->total = h->memory_total_mib * 1024ULL * 1024ULL;
+    memory->reserved = 0;
+    memory->used = 0;
+    memory->free = memory->total;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    LOCKED(get_memory_v2(device, memory));
+}
+
+/* MIG handles report the PCI identity of their GPU. */
+static const struct nvmlDevice_st *pci_owner(nvmlDevice_t h)
+{
+    return h->is_mig ? h->parent : h;
+}
+
+static nvmlReturn_t get_pci_legacy(nvmlDevice_t h, nvmlPciInfo_v2_t *pci, const char *fn)
+{
+    const struct nvmlDevice_st *d;
+
+    DEV_PROLOGUE(h, pci, fn);
+    d = pci_owner(h);
+    memset(pci, 0, sizeof(*pci));
+    snprintf(pci->busId, sizeof(pci->busId), "%04X:%02X:%02X.%X", d->pci_domain & 0xffffu, d->pci_bus,
+             d->pci_device, d->pci_function);
+    pci->domain = d->pci_domain;
+    pci->bus = d->pci_bus;
+    pci->device = d->pci_device;
+    pci->pciDeviceId = d->pci_device_id;
+    pci->pciSubSystemId = d->pci_subsystem_id;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_v2_t *pci)
+{
+    LOCKED(get_pci_legacy(device, pci, "nvmlDeviceGetPciInfo"));
+}
+
+API nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_v2_t *pci)
+{
+    LOCKED(get_pci_legacy(device, pci, "nvmlDeviceGetPciInfo_v2"));
+}
+
+static nvmlReturn_t get_pci_v3(nvmlDevice_t h, nvmlPciInfo_t *pci)
+{
+    const struct nvmlDevice_st *d;
+
+    DEV_PROLOGUE(h, pci, "nvmlDeviceGetPciInfo_v3");
+    d = pci_owner(h);
+    memset(pci, 0, sizeof(*pci));
+    snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.%X", d->pci_domain & 0xffffu,
+             d->pci_bus, d->pci_device, d->pci_function);
+    snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.%X", d->pci_domain, d->pci_bus, d->pci_device,
+             d->pci_function);
+    pci->domain = d->pci_domain;
+    pci->bus = d->pci_bus;
+    pci->device = d->pci_device;
+    pci->pciDeviceId = d->pci_device_id;
+    pci->pciSubSystemId = d->pci_subsystem_id;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    LOCKED(get_pci_v3(device, pci));
+}
+
+static nvmlReturn_t get_cc(nvmlDevice_t h, int *major, int *minor)
+{
+    if (minor == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    DEV_PROLOGUE(h, major, "nvmlDeviceGetCudaComputeCapability");
+    *major = h->cc_major;
+    *minor = h->cc_minor;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor)
+{
+    LOCKED(get_cc(device, major, minor));
+}
+
+static nvmlReturn_t get_arch(nvmlDevice_t h, nvmlDeviceArchitecture_t *arch)
+{
+    DEV_PROLOGUE(h, arch, "nvmlDeviceGetArchitecture");
+    *arch = h->architecture;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t *arch)
+{
+    LOCKED(get_arch(device, arch));
+}
+
+static nvmlReturn_t get_persistence(nvmlDevice_t h, nvmlEnableState_t *mode)
+{
+    DEV_PROLOGUE(h, mode, "nvmlDeviceGetPersistenceMode");
+    if (h->is_mig)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *mode = h->persistence_mode ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode)
+{
+    LOCKED(get_persistence(device, mode));
+}
+
+/* -------------------------------------------------------------------- MIG */
+
+static nvmlReturn_t get_mig_mode(nvmlDevice_t h, unsigned int *current, unsigned int *pending)
+{
+    if (pending == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    DEV_PROLOGUE(h, current, "nvmlDeviceGetMigMode");
+    if (h->is_mig)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!h->mig_capable)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *current = h->mig_current ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    *pending = h->mig_pending ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode)
+{
+    LOCKED(get_mig_mode(device, currentMode, pendingMode));
+}
+
+static nvmlReturn_t get_max_mig(nvmlDevice_t h, unsigned int *count)
+{
+    DEV_PROLOGUE(h, count, "nvmlDeviceGetMaxMigDeviceCount");
+    if (h->is_mig)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    /* zero when MIG is not supported or not enabled */
+    *count = (h->mig_capable && h->mig_current) ? h->mig_max_devices : 0;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
+{
+    LOCKED(get_max_mig(device, count));
+}
+
+static nvmlReturn_t get_mig_by_index(nvmlDevice_t h, unsigned int index, nvmlDevice_t *mig)
+{
+    DEV_PROLOGUE(h, mig, "nvmlDeviceGetMigDeviceHandleByIndex");
+    if (h->is_mig || !h->mig_capable || !h->mig_current || index >= h->mig_max_devices)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (index >= h->mig_count)
+        return NVML_ERROR_NOT_FOUND;   /* a free slot: no compute instance there */
+    *mig = &h->mig_first[index];
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice)
+{
+    LOCKED(get_mig_by_index(device, index, migDevice));
+}
+
+static nvmlReturn_t is_mig_handle(nvmlDevice_t h, unsigned int *is_mig)
+{
+    DEV_PROLOGUE(h, is_mig, "nvmlDeviceIsMigDeviceHandle");
+    *is_mig = h->is_mig ? 1u : 0u;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
+{
+    LOCKED(is_mig_handle(device, isMigDevice));
+}
+
+static nvmlReturn_t parent_of(nvmlDevice_t h, nvmlDevice_t *parent)
+{
+    DEV_PROLOGUE(h, parent, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
+    if (!h->is_mig)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *parent = h->parent;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device)
+{
+    LOCKED(parent_of(migDevice, device));
+}
+
+static nvmlReturn_t instance_id(nvmlDevice_t h, unsigned int *id, int compute)
+{
+    DEV_PROLOGUE(h, id, compute ? "nvmlDeviceGetComputeInstanceId" : "nvmlDeviceGetGpuInstanceId");
+    if (!h->is_mig)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *id = compute ? h->ci_id : h->gi_id;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    LOCKED(instance_id(device, id, 0));
+}
+
+API nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    LOCKED(instance_id(device, id, 1));
+}
+
+static nvmlReturn_t get_attributes(nvmlDevice_t h, nvmlDeviceAttributes_t *attr, const char *fn)
+{
+    DEV_PROLOGUE(h, attr, fn);
+    memset(attr, 0, sizeof(*attr));
+    attr->multiprocessorCount = h->multiprocessor_count;
+    attr->memorySizeMB = h->memory_total_mib;
+    if (h->is_mig) {
+        attr->sharedCopyEngineCount = h->copy_engines;
+        attr->sharedDecoderCount = h->decoders;
+        attr->sharedEncoderCount = h->encoders;
+        attr->sharedJpegCount = h->jpegs;
+        attr->sharedOfaCount = h->ofas;
+        attr->gpuInstanceSliceCount = h->gi_slices;
+        attr->computeInstanceSliceCount = h->ci_slices;
+    }
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
+{
+    LOCKED(get_attributes(device, attributes, "nvmlDeviceGetAttributes"));
+}
+
+API nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
+{
+    LOCKED(get_attributes(device, attributes, "nvmlDeviceGetAttributes_v2"));
+}

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The slice of NVML's public ABI that the fake library implements.
+ *
+ * Every type, constant and structure below was transcribed from the ctypes
+ * definitions in pynvml.py (nvidia-ml-py 13.615.71), which is the binding the
+ * project tests against; the pynvml name is given beside each one.  The sizes
+ * are pinned with _Static_assert lines of the form
+ *     _Static_assert(sizeof(T) == N, "pynvml.Name");
+ * and tests/sandbox/test_fake_nvml.py checks every such N against
+ * ctypes.sizeof(pynvml.Name), so a drift on either side fails the tests.
+ */
+#ifndef FAKENVML_NVML_ABI_H
+#define FAKENVML_NVML_ABI_H
+
+#include <stddef.h>
+
+/* nvmlReturn_t: NVML_SUCCESS .. NVML_ERROR_UNKNOWN (pynvml module constants) */
+typedef enum nvmlReturn_enum {
+    NVML_SUCCESS = 0,
+    NVML_ERROR_UNINITIALIZED = 1,
+    NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NO_PERMISSION = 4,
+    NVML_ERROR_ALREADY_INITIALIZED = 5,
+    NVML_ERROR_NOT_FOUND = 6,
+    NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_INSUFFICIENT_POWER = 8,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_TIMEOUT = 10,
+    NVML_ERROR_IRQ_ISSUE = 11,
+    NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+    NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+    NVML_ERROR_CORRUPTED_INFOROM = 14,
+    NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_RESET_REQUIRED = 16,
+    NVML_ERROR_OPERATING_SYSTEM = 17,
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+    NVML_ERROR_IN_USE = 19,
+    NVML_ERROR_MEMORY = 20,
+    NVML_ERROR_NO_DATA = 21,
+    NVML_ERROR_VGPU_ECC_NOT_SUPPORTED = 22,
+    NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
+    NVML_ERROR_FREQ_NOT_SUPPORTED = 24,
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+    NVML_ERROR_DEPRECATED = 26,
+    NVML_ERROR_NOT_READY = 27,
+    NVML_ERROR_GPU_NOT_FOUND = 28,
+    NVML_ERROR_INVALID_STATE = 29,
+    NVML_ERROR_RESET_TYPE_NOT_SUPPORTED = 30,
+    NVML_ERROR_UNKNOWN = 999
+} nvmlReturn_t;
+
+/* _nvmlEnableState_t = c_uint */
+typedef unsigned int nvmlEnableState_t;
+#define NVML_FEATURE_DISABLED 0u
+#define NVML_FEATURE_ENABLED 1u
+
+/* _nvmlBrandType_t = c_uint, NVML_BRAND_* */
+typedef unsigned int nvmlBrandType_t;
+
+/* _nvmlDeviceArchitecture_t = c_uint, NVML_DEVICE_ARCH_* */
+typedef unsigned int nvmlDeviceArchitecture_t;
+#define NVML_DEVICE_ARCH_KEPLER 2u
+#define NVML_DEVICE_ARCH_MAXWELL 3u
+#define NVML_DEVICE_ARCH_PASCAL 4u
+#define NVML_DEVICE_ARCH_VOLTA 5u
+#define NVML_DEVICE_ARCH_TURING 6u
+#define NVML_DEVICE_ARCH_AMPERE 7u
+#define NVML_DEVICE_ARCH_ADA 8u
+#define NVML_DEVICE_ARCH_HOPPER 9u
+#define NVML_DEVICE_ARCH_BLACKWELL 10u
+#define NVML_DEVICE_ARCH_UNKNOWN 0xffffffffu
+
+/* NVML_DEVICE_MIG_DISABLE / NVML_DEVICE_MIG_ENABLE */
+#define NVML_DEVICE_MIG_DISABLE 0u
+#define NVML_DEVICE_MIG_ENABLE 1u
+
+/* Buffer sizes (pynvml NVML_*_BUFFER_SIZE) */
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
+#define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+#define NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE 80
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_SERIAL_BUFFER_SIZE 30
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
+
+/* Opaque device handle: pynvml c_nvmlDevice_t = POINTER(struct_c_nvmlDevice_t) */
+typedef struct nvmlDevice_st *nvmlDevice_t;
+
+/* pynvml.c_nvmlMemory_t */
+typedef struct nvmlMemory_st {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_t;
+
+/* pynvml.c_nvmlMemory_v2_t; version must be nvmlMemory_v2 */
+typedef struct nvmlMemory_v2_st {
+    unsigned int version;
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_v2_t;
+#define nvmlMemory_v2 0x02000028u /* pynvml.nvmlMemory_v2 */
+
+/* pynvml.nvmlPciInfo_v2_t: legacy layout written by nvmlDeviceGetPciInfo and _v2 */
+typedef struct nvmlPciInfo_v2_st {
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    unsigned int reserved0;
+    unsigned int reserved1;
+    unsigned int reserved2;
+    unsigned int reserved3;
+} nvmlPciInfo_v2_t;
+
+/* pynvml.nvmlPciInfo_t: current layout written by nvmlDeviceGetPciInfo_v3 */
+typedef struct nvmlPciInfo_st {
+    char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+} nvmlPciInfo_t;
+
+/* pynvml.c_nvmlDeviceAttributes */
+typedef struct nvmlDeviceAttributes_st {
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+    unsigned int gpuInstanceSliceCount;
+    unsigned int computeInstanceSliceCount;
+    unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
+_Static_assert(sizeof(nvmlMemory_t) == 24, "pynvml.c_nvmlMemory_t");
+_Static_assert(sizeof(nvmlMemory_v2_t) == 40, "pynvml.c_nvmlMemory_v2_t");
+_Static_assert(sizeof(nvmlPciInfo_v2_t) == 52, "pynvml.nvmlPciInfo_v2_t");
+_Static_assert(sizeof(nvmlPciInfo_t) == 68, "pynvml.nvmlPciInfo_t");
+_Static_assert(sizeof(nvmlDeviceAttributes_t) == 40, "pynvml.c_nvmlDeviceAttributes");
+_Static_assert((nvmlMemory_v2 & 0xffffffu) == sizeof(nvmlMemory_v2_t), "nvmlMemory_v2 encodes the struct size");
+
+#endif /* FAKENVML_NVML_ABI_H */
