@@ -14,12 +14,25 @@ SANDBOX := $(ROOT)/.sandbox
 help:
 	@echo "make demo   - set up everything and run the bring-up on the simulated fleet"
 	@echo "make test   - set up everything and run every test"
+	@echo "make clean  - remove the sandbox (containers, control plane, .sandbox/ and .build/)"
+
+# --- Debian packages the sandbox needs on this machine (Docker itself: see docker-engine in sandbox/images)
+HOST_PACKAGES := debootstrap gcc make pkg-config libjansson-dev rsync git openssl shellcheck python3-venv
+.PHONY: host-packages
+host-packages:
+	@missing=""; for pkg in $(HOST_PACKAGES); do \
+	  dpkg-query -W -f='$${db:Status-Status}' $$pkg 2>/dev/null | grep -qx installed || missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "host-packages: installing$$missing"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
 
 # Area rules (fake NVML, node images, control plane) live beside their sources.
 include $(sort $(wildcard sandbox/*/rules.mk))
 
 # --- Python environment (pinned in requirements*.txt) and the collection on Ansible's path
-$(VENV)/.stamp: requirements.txt requirements-test.txt
+$(VENV)/.stamp: requirements.txt requirements-test.txt | host-packages
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -r requirements-test.txt
@@ -59,3 +72,8 @@ sanity: sanity-tree $(PIP_BOOTSTRAP)
 lint: venv
 	$(VENV)/bin/yamllint -s .
 	$(VENV)/bin/ansible-lint --profile production --offline
+
+# --- Fake PCI buses of the fleet's nodes (sandbox/images/fake_pci.py), also mounted by the molecule scenarios
+.PHONY: fake-pci
+fake-pci: venv
+	$(PY) sandbox/images/fake_pci.py --fleet sandbox/fleet.yml --profiles sandbox/profiles --out $(SANDBOX)/pci >/dev/null

@@ -170,6 +170,8 @@ def context_files(root):
     files = {
         "Dockerfile": "sandbox/images/Dockerfile",
         "requirements.txt": "requirements.txt",
+        "sandbox/images/nvidia-nodriver-devices.service": "sandbox/images/nvidia-nodriver-devices.service",
+        "sandbox/images/nvidia-nodriver-devices": "sandbox/images/nvidia-nodriver-devices",
     }
     fakenvml = _source_files(root, "sandbox/fakenvml")
     if not any(os.path.basename(rel) == "Makefile" for rel in fakenvml):
