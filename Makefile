@@ -77,3 +77,27 @@ lint: venv
 .PHONY: fake-pci
 fake-pci: venv
 	$(PY) sandbox/images/fake_pci.py --fleet sandbox/fleet.yml --profiles sandbox/profiles --out $(SANDBOX)/pci >/dev/null
+
+# --- The two commands
+.PHONY: demo test test-static test-molecule test-python clean
+demo: venv fakenvml node-images nodes-up
+	$(VENV)/bin/ansible-playbook -i $(SANDBOX)/inventory sandbox/demo.yml
+	@echo; cat $(SANDBOX)/demo-report.txt
+	@echo; echo "The same as JSON: $(SANDBOX)/demo-summary.json"
+
+test: test-static test-molecule test-python
+
+test-static: venv sanity lint
+	$(VENV)/bin/antsibull-changelog lint
+
+test-molecule: venv node-images fake-pci
+	cd $(ROOT) && $(VENV)/bin/molecule test --all
+
+# One pytest run over every suite (unit, fake NVML, node images on the running fleet, gpu_facts and the role end
+# to end); the fleet is taken down afterwards whatever the result.
+test-python: venv fakenvml check-profiles node-images nodes-up
+	status=0; $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; $(MAKE) --no-print-directory nodes-down >/dev/null; exit $$status
+
+clean:
+	-$(MAKE) --no-print-directory nodes-down
+	rm -rf $(SANDBOX) $(BUILD)
