@@ -96,7 +96,7 @@ test-molecule: venv node-images fake-pci
 # One pytest run over every suite (unit, fake NVML, node images on the running fleet, gpu_facts and the role end
 # to end); the fleet is taken down afterwards whatever the result.
 test-python: venv fakenvml check-profiles node-images nodes-up
-	status=0; $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; $(MAKE) --no-print-directory nodes-down >/dev/null; exit $$status
+	status=0; FAKENVML_BUILD_DIR=$(BUILD)/fakenvml $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; $(MAKE) --no-print-directory nodes-down >/dev/null; exit $$status
 
 clean:
 	-$(MAKE) --no-print-directory nodes-down

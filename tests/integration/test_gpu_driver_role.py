@@ -16,7 +16,6 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROFILES = os.path.join(ROOT, "sandbox", "profiles")
-BUILD = os.path.join(ROOT, ".build", "fakenvml")
 PLAYBOOK = """
 - hosts: localhost
   gather_facts: false
@@ -27,20 +26,20 @@ PLAYBOOK = """
 
 
 @pytest.fixture(scope="module")
-def playbook(tmp_path_factory):
-    subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "sandbox", "fakenvml"), "BUILD_DIR=" + BUILD], check=True)
+def playbook(tmp_path_factory, fake_nvml_dir):
     path = tmp_path_factory.mktemp("play") / "play.yml"
     path.write_text(PLAYBOOK)
-    return str(path)
+    return str(path), str(fake_nvml_dir)
 
 
-def run_role(playbook, profile, **extra_vars):
+def run_role(playbook_and_lib, profile, **extra_vars):
+    playbook, lib_dir = playbook_and_lib
     env = dict((k, v) for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_PROFILE"))
     env.update(ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"),
                ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
     if profile:
-        env.update(LD_LIBRARY_PATH=BUILD, FAKE_NVML_PROFILE=os.path.join(PROFILES, profile + ".json"))
+        env.update(LD_LIBRARY_PATH=lib_dir, FAKE_NVML_PROFILE=os.path.join(PROFILES, profile + ".json"))
     extra = dict({"gpu_driver_python_manage": False, "ansible_python_interpreter": sys.executable}, **extra_vars)
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), playbook, "-e", json.dumps(extra)],
                           env=env, capture_output=True, text=True, check=False, cwd=ROOT)

@@ -14,14 +14,7 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROFILES = os.path.join(ROOT, "sandbox", "profiles")
-BUILD = os.path.join(ROOT, ".build", "fakenvml")
 ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
-
-
-@pytest.fixture(scope="module")
-def fake_nvml():
-    subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "sandbox", "fakenvml"), "BUILD_DIR=" + BUILD], check=True)
-    return BUILD
 
 
 def gpu_facts(env_extra):
@@ -45,9 +38,9 @@ def _load(name):
 
 
 @pytest.mark.parametrize("name", [n for n in _profiles() if "nvmlInit" not in _load(n).get("errors", {})])
-def test_every_profile_is_reported_as_written(fake_nvml, name):
+def test_every_profile_is_reported_as_written(fake_nvml_dir, name):
     profile = _load(name)
-    gpu = gpu_facts({"LD_LIBRARY_PATH": fake_nvml, "FAKE_NVML_PROFILE": os.path.join(PROFILES, name + ".json")})
+    gpu = gpu_facts({"LD_LIBRARY_PATH": str(fake_nvml_dir), "FAKE_NVML_PROFILE": os.path.join(PROFILES, name + ".json")})
     assert gpu["nvml"]["status"] == "ok"
     assert gpu["present"] is True
     assert gpu["driver_version"] == profile["driver_version"]
@@ -81,8 +74,8 @@ def test_every_profile_is_reported_as_written(fake_nvml, name):
             assert got["mig"] == {"capable": False, "current": False, "pending": False, "devices": []}
 
 
-def test_v100_slug_and_architecture(fake_nvml):
-    gpu = gpu_facts({"LD_LIBRARY_PATH": fake_nvml, "FAKE_NVML_PROFILE": os.path.join(PROFILES, "v100x4.json")})
+def test_v100_slug_and_architecture(fake_nvml_dir):
+    gpu = gpu_facts({"LD_LIBRARY_PATH": str(fake_nvml_dir), "FAKE_NVML_PROFILE": os.path.join(PROFILES, "v100x4.json")})
     assert {d["product_slug"] for d in gpu["devices"]} == {"nvidia-tesla-v100-pcie-16gb"}
     assert {d["architecture"] for d in gpu["devices"]} == {"volta"}
     assert gpu["cuda_driver_version"] == "11.6"
@@ -92,15 +85,15 @@ def test_v100_slug_and_architecture(fake_nvml):
     ("failure-no-permission", "no_permission"),
     ("failure-driver-not-loaded", "driver_not_loaded"),
 ])
-def test_init_failures_are_reported_not_raised(fake_nvml, profile, status):
-    gpu = gpu_facts({"LD_LIBRARY_PATH": fake_nvml, "FAKE_NVML_PROFILE": os.path.join(PROFILES, profile + ".json")})
+def test_init_failures_are_reported_not_raised(fake_nvml_dir, profile, status):
+    gpu = gpu_facts({"LD_LIBRARY_PATH": str(fake_nvml_dir), "FAKE_NVML_PROFILE": os.path.join(PROFILES, profile + ".json")})
     assert gpu["nvml"]["status"] == status
     assert gpu["count"] == 0 and gpu["devices"] == []
 
 
-def test_malformed_profile_is_one_clear_error(fake_nvml):
+def test_malformed_profile_is_one_clear_error(fake_nvml_dir):
     bad = os.path.join(ROOT, "tests", "fixtures", "profiles", "malformed.json")
-    gpu = gpu_facts({"LD_LIBRARY_PATH": fake_nvml, "FAKE_NVML_PROFILE": bad})
+    gpu = gpu_facts({"LD_LIBRARY_PATH": str(fake_nvml_dir), "FAKE_NVML_PROFILE": bad})
     assert gpu["nvml"]["status"] == "error"
     assert bad in gpu["nvml"]["message"] and "\n" not in gpu["nvml"]["message"]
 
