@@ -1,0 +1,543 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the NVIDIA device plugin makes the kubelet advertise, as pure functions.
+
+``parse_config`` turns the plugin's config file, environment and command line into a
+``PluginConfig`` the way k8s-device-plugin v0.20.0 does (``api/config/v1``,
+``cmd/nvidia-device-plugin/main.go``); ``advertised_resources`` turns a GPU profile (the
+JSON file the fake NVML reads) and that config into ``{resource name: count}`` the way
+``internal/rm`` builds its device map and the kubelet then counts devices per resource.
+
+Everything the plugin refuses raises ``PluginError``: a real plugin exits (or blocks)
+and the kubelet advertises nothing for it.
+
+Rules followed (REFERENCE.md section 1, and the plugin source):
+
+* Precedence is command line, then environment, then file. Defaults: ``migStrategy: none``.
+* ``version`` must be empty or ``v1``.
+* ``sharing.timeSlicing`` / ``sharing.mps``: ``resources`` must be present and non-empty; each
+  needs ``name`` and ``replicas`` (``replicas < 2`` is an error); ``devices`` is ``all``, a count
+  > 0 or a list of GPU indexes, ``gpu:mig`` indexes or GPU-/MIG- UUIDs. Names get the
+  ``nvidia.com/`` prefix, at most 63 characters, DNS-subdomain syntax.
+* The plugin then ignores per-resource ``rename`` and ``devices`` (``DisableResourceNamingInConfig``,
+  logged as "not yet supported in the config. Ignoring..."): every device of the named resource
+  is replicated, and the replicas are advertised as ``<name>.shared`` when ``renameByDefault``
+  is true, under ``<name>`` otherwise. ``resources.gpus``/``resources.mig`` are ignored too.
+* If ``sharing.mps`` is present its resources are the active ones (MPS); otherwise time-slicing.
+  MPS forces ``failRequestsGreaterThanOne``; it is refused with ``migStrategy=mixed``, without
+  an MPS root, and on MIG devices.
+* MIG: ``none`` advertises every GPU as ``nvidia.com/gpu`` (MIG mode or not). ``single`` and
+  ``mixed`` skip MIG-enabled GPUs and advertise their MIG devices instead: ``single`` as
+  ``nvidia.com/gpu`` (all MIG devices must share one profile, and a node may not mix MIG and
+  non-MIG GPUs), ``mixed`` as ``nvidia.com/mig-<profile>`` with ``+`` turned into ``.``. A GPU in
+  MIG mode with no MIG devices is an invalid MIG configuration.
+* A resource with zero devices is not advertised at all (the plugin does not start it).
+
+Where the simulator has to guess (no GPU, no kubelet here):
+
+* Every device is healthy, so allocatable equals capacity.
+* MPS: the MPS control daemon is assumed to be running and ready; the plugin would otherwise
+  wait for it.
+* MIG profiles whose compute-instance part differs from the GPU-instance part
+  (``1c.2g.20gb``) match no resource pattern in mixed mode; the simulator treats that as the
+  plugin's "does not match any resource patterns" error. In single mode two MIG devices are
+  "the same type" when their profile strings are equal (the plugin compares NVML attributes).
+* ``failOnInitError`` does not change the outcome: failing and blocking both advertise nothing.
+* NVML errors injected by a profile (``errors``, top level or per device, as the fake NVML
+  answers them) hit the plugin when they are on a call it makes while building its device map:
+  ``nvmlInit*`` and ``nvmlDeviceGetCount*``; per GPU the handle, name, UUID, minor number and
+  PCI info; ``nvmlDeviceGetMigMode`` (``NOT_SUPPORTED`` there means MIG off, as go-nvlib reads
+  it); and for MIG devices under ``single``/``mixed`` the MIG handle, UUID, attributes and
+  instance IDs. Any such error fails the whole plugin (go-nvlib's device visitors stop at the
+  first error). An error on any ABI version of a call (``_v2``, ``_v3``) counts, since the
+  simulator does not know which version the plugin binds. Other calls (serial, persistence mode,
+  memory, architecture, CUDA version) are not made by the plugin and change nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+
+import yaml
+
+RESOURCE_PREFIX = "nvidia.com"
+GPU_RESOURCE = RESOURCE_PREFIX + "/gpu"
+MAX_RESOURCE_NAME_LENGTH = 63
+
+MIG_STRATEGIES = ("none", "single", "mixed")
+DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
+DEVICE_ID_STRATEGIES = ("uuid", "index")
+ALLOCATION_POLICIES = ("", "distributed", "packed")
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(r"^" + _DNS_LABEL + r"(\." + _DNS_LABEL + r")*$")
+_MIG_PROFILE = re.compile(r"^(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.(?P<mem>\d+)gb(?P<attrs>(?:\+[a-z0-9]+)*)$")
+
+
+class PluginError(ValueError):
+    """The device plugin would fail (config, NVML or device layout) and advertise nothing."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicatedResource:
+    """One ``sharing.*.resources[]`` entry after the plugin's own post-processing."""
+
+    name: str
+    replicas: int
+    rename: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Sharing:
+    """The active sharing strategy (``time-slicing`` or ``mps``) and its resources."""
+
+    strategy: str
+    resources: tuple
+    rename_by_default: bool = False
+    fail_requests_greater_than_one: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginConfig:
+    """The parts of the plugin's final config that decide what is advertised."""
+
+    mig_strategy: str = "none"
+    sharing: Sharing | None = None
+    mps_root: str = ""
+    device_list_strategy: tuple = ("envvar",)
+    device_id_strategy: str = "uuid"
+    fail_on_init_error: bool = True
+    warnings: tuple = ()
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def resource_name(raw) -> str:
+    """Return the fully qualified resource name the plugin builds from ``raw`` (NewResourceName)."""
+    if not isinstance(raw, str):
+        raise PluginError("resource name must be a string, got %r" % (raw,))
+    name = raw if raw.startswith(RESOURCE_PREFIX + "/") else RESOURCE_PREFIX + "/" + raw
+    if len(name) > MAX_RESOURCE_NAME_LENGTH:
+        raise PluginError("fully-qualified resource name must be %d characters or less: %s" % (MAX_RESOURCE_NAME_LENGTH, name))
+    short = name.split("/", 1)[1]
+    if len(short) > 253 or not _DNS_SUBDOMAIN.match(short):
+        raise PluginError("incorrect format for resource name '%s'" % name)
+    return name
+
+
+def _is_uint_string(value: str) -> bool:
+    return value.isdigit() and value.isascii()
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _valid_device_ref(ref: str) -> bool:
+    if _is_uint_string(ref):
+        return True
+    parts = ref.split(":")
+    if len(parts) == 2 and all(_is_uint_string(p) for p in parts):
+        return True
+    if ref.startswith("GPU-"):
+        return _is_uuid(ref[4:])
+    if ref.startswith("MIG-"):
+        suffix = ref[4:]
+        if _is_uuid(suffix):
+            return True
+        pieces = suffix.split("/", 2)
+        return len(pieces) == 3 and pieces[0].startswith("GPU-") and _is_uuid(pieces[0][4:]) and all(_is_uint_string(p) for p in pieces[1:])
+    return False
+
+
+def _check_devices(devices) -> bool:
+    """Validate a ``devices`` value like ReplicatedDevices.UnmarshalJSON; return True if it means 'all'."""
+    if isinstance(devices, str):
+        if devices != "all":
+            raise PluginError("devices set as '%s' but the only valid string input is 'all'" % devices)
+        return True
+    if isinstance(devices, int) and not isinstance(devices, bool):
+        if devices <= 0:
+            raise PluginError("devices set as '%d' but a count of devices must be > 0" % devices)
+        return False
+    if isinstance(devices, list):
+        for item in devices:
+            if isinstance(item, int) and not isinstance(item, bool) and item >= 0:
+                continue
+            if isinstance(item, str) and _valid_device_ref(item):
+                continue
+            raise PluginError("unsupported type for device in devices list: %r" % (item,))
+        return False
+    raise PluginError("unrecognized type for devices spec: %r" % (devices,))
+
+
+def _bool_field(section: dict, key: str, where: str) -> bool:
+    value = section.get(key, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise PluginError("%s.%s must be a boolean, got %r" % (where, key, value))
+    return value
+
+
+def _parse_replicated(section, where: str, warnings: list) -> tuple:
+    """Parse a ReplicatedResources block; return (renameByDefault, failRequestsGreaterThanOne, resources)."""
+    if section is None:
+        section = {}
+    if not isinstance(section, dict):
+        raise PluginError("%s must be a mapping" % where)
+    rename_by_default = _bool_field(section, "renameByDefault", where)
+    fail_gt_one = _bool_field(section, "failRequestsGreaterThanOne", where)
+    raw_resources = section.get("resources")
+    if "resources" not in section or raw_resources is None or raw_resources == []:
+        raise PluginError("no resources specified")
+    if not isinstance(raw_resources, list):
+        raise PluginError("%s.resources must be a list" % where)
+    resources = []
+    sets_rename = sets_devices = False
+    for raw in raw_resources:
+        if not isinstance(raw, dict):
+            raise PluginError("%s.resources entries must be mappings" % where)
+        if "name" not in raw:
+            raise PluginError("no resource name specified")
+        name = resource_name(raw["name"])
+        is_all = _check_devices(raw.get("devices", "all"))
+        if "replicas" not in raw:
+            raise PluginError("no replicas specified")
+        replicas = raw["replicas"]
+        if not isinstance(replicas, int) or isinstance(replicas, bool):
+            raise PluginError("replicas must be an integer, got %r" % (replicas,))
+        if replicas < 2:
+            raise PluginError("number of replicas must be >= 2")
+        rename = resource_name(raw["rename"]) if raw.get("rename") else ""
+        # renameByDefault fills in <name>.shared, then DisableResourceNamingInConfig drops any
+        # other rename and any device subset.
+        if rename_by_default and not rename:
+            rename = name + ".shared"
+        effective = name + ".shared" if rename_by_default else ""
+        sets_rename = sets_rename or rename != effective
+        sets_devices = sets_devices or not is_all
+        resources.append(ReplicatedResource(name=name, replicas=replicas, rename=effective))
+    short = where.rsplit(".", 1)[-1]
+    if sets_rename:
+        warnings.append("Setting the 'rename' field in sharing.%s.resources is not yet supported in the config. Ignoring..." % short)
+    if sets_devices:
+        warnings.append("Customizing the 'devices' field in sharing.%s.resources is not yet supported in the config. Ignoring..." % short)
+    return rename_by_default, fail_gt_one, tuple(resources)
+
+
+def _parse_bool_text(value: str, what: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "t", "true"):
+        return True
+    if lowered in ("0", "f", "false"):
+        return False
+    raise PluginError("invalid value %r for %s" % (value, what))
+
+
+# flag name -> (env var, config key path)
+_FLAGS = {
+    "mig-strategy": ("MIG_STRATEGY", ("migStrategy",)),
+    "fail-on-init-error": ("FAIL_ON_INIT_ERROR", ("failOnInitError",)),
+    "mps-root": ("MPS_ROOT", ("mpsRoot",)),
+    "device-list-strategy": ("DEVICE_LIST_STRATEGY", ("plugin", "deviceListStrategy")),
+    "device-id-strategy": ("DEVICE_ID_STRATEGY", ("plugin", "deviceIDStrategy")),
+    "shared-devices-allocation-policy": ("SHARED_DEVICES_ALLOCATION_POLICY", ("plugin", "sharedDevicesAllocationPolicy")),
+}
+
+
+def parse_cli_args(args) -> dict:
+    """Return ``{flag: value}`` for the flags this simulator understands in a container's argv.
+
+    Accepts ``--flag=value``, ``--flag value``, ``-flag=value`` and bare boolean ``--flag``.
+    """
+    known = set(_FLAGS) | {"config-file"}
+    booleans = {"fail-on-init-error"}
+    out = {}
+    items = list(args or [])
+    i = 0
+    while i < len(items):
+        item = str(items[i])
+        i += 1
+        if not item.startswith("-"):
+            continue
+        body = item.lstrip("-")
+        name, sep, value = body.partition("=")
+        if name not in known:
+            continue
+        if not sep:
+            if name in booleans:
+                value = "true"
+            elif i < len(items):
+                value = str(items[i])
+                i += 1
+            else:
+                continue
+        out[name] = value
+    return out
+
+
+def _lookup(mapping: dict, path: tuple):
+    node = mapping
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def parse_config(text, env=None, cli=None) -> PluginConfig:
+    """Build the plugin's effective config from the config file text, env and parsed CLI flags.
+
+    ``text`` is the config file content or None when no config file is given; ``env`` maps
+    environment variable names to values; ``cli`` is ``parse_cli_args`` output.
+    """
+    env = dict(env or {})
+    cli = dict(cli or {})
+    warnings = []
+    if text is None:
+        doc = {}
+    else:
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise PluginError("unable to parse config file: unmarshal error: %s" % exc) from exc
+        if doc is None:
+            doc = {}
+        if not isinstance(doc, dict):
+            raise PluginError("unable to parse config file: unmarshal error: config is not a mapping")
+    version = doc.get("version") or "v1"
+    if version != "v1":
+        raise PluginError("unable to parse config file: unknown version: %s" % version)
+    flags = doc.get("flags") or {}
+    if not isinstance(flags, dict):
+        raise PluginError("flags must be a mapping")
+
+    def effective(flag):
+        env_name, path = _FLAGS[flag]
+        if flag in cli:
+            return cli[flag], "cli"
+        if env_name in env:
+            return env[env_name], "env"
+        return _lookup(flags, path), "file"
+
+    mig_strategy = effective("mig-strategy")[0]
+    mig_strategy = "none" if mig_strategy in (None, "") else mig_strategy
+    if mig_strategy not in MIG_STRATEGIES:
+        raise PluginError("unable to validate flags: unknown MIG strategy: %s" % mig_strategy)
+
+    fail_on_init, source = effective("fail-on-init-error")
+    if fail_on_init is None:
+        fail_on_init = True
+    elif source != "file" or isinstance(fail_on_init, str):
+        fail_on_init = _parse_bool_text(str(fail_on_init), "failOnInitError")
+    elif not isinstance(fail_on_init, bool):
+        raise PluginError("flags.failOnInitError must be a boolean")
+
+    mps_root = effective("mps-root")[0]
+    mps_root = mps_root or ""
+
+    list_strategy, source = effective("device-list-strategy")
+    if list_strategy in (None, "", []):
+        list_strategy = ["envvar"]
+    elif isinstance(list_strategy, str):
+        list_strategy = [s.strip() for s in list_strategy.split(",")] if source != "file" else [list_strategy]
+    if not isinstance(list_strategy, list):
+        raise PluginError("flags.plugin.deviceListStrategy must be a string or a list")
+    for strategy in list_strategy:
+        if strategy not in DEVICE_LIST_STRATEGIES:
+            raise PluginError("unable to validate flags: invalid --device-list-strategy option: %s" % strategy)
+
+    id_strategy = effective("device-id-strategy")[0]
+    id_strategy = id_strategy or "uuid"
+    if id_strategy not in DEVICE_ID_STRATEGIES:
+        raise PluginError("unable to validate flags: invalid --device-id-strategy option: %s" % id_strategy)
+
+    policy = effective("shared-devices-allocation-policy")[0]
+    if (policy or "") not in ALLOCATION_POLICIES:
+        raise PluginError("unable to validate flags: invalid --shared-devices-allocation-policy option: %s" % policy)
+
+    resources_section = doc.get("resources")
+    if isinstance(resources_section, dict) and (resources_section.get("gpus") or resources_section.get("mig")):
+        warnings.append("Customizing the 'resources' field is not yet supported in the config. Ignoring...")
+
+    sharing_doc = doc.get("sharing") or {}
+    if not isinstance(sharing_doc, dict):
+        raise PluginError("sharing must be a mapping")
+    sharing = None
+    time_slicing = None
+    if "timeSlicing" in sharing_doc:
+        # A non-pointer field: even an explicit null goes through UnmarshalJSON and needs resources.
+        time_slicing = _parse_replicated(sharing_doc["timeSlicing"], "sharing.timeSlicing", warnings)
+    if sharing_doc.get("mps") is not None:
+        mps = _parse_replicated(sharing_doc["mps"], "sharing.mps", warnings)
+        sharing = Sharing("mps", mps[2], mps[0], True)
+    elif time_slicing is not None:
+        sharing = Sharing("time-slicing", time_slicing[2], time_slicing[0], time_slicing[1])
+
+    if sharing is not None and sharing.strategy == "mps":
+        if mig_strategy == "mixed":
+            raise PluginError("unable to validate flags: using --mig-strategy=mixed is not supported with MPS")
+        if not mps_root:
+            raise PluginError("unable to validate flags: using MPS requires a valid MPS root (--mps-root / MPS_ROOT / flags.mpsRoot)")
+
+    return PluginConfig(
+        mig_strategy=mig_strategy,
+        sharing=sharing,
+        mps_root=mps_root,
+        device_list_strategy=tuple(list_strategy),
+        device_id_strategy=id_strategy,
+        fail_on_init_error=fail_on_init,
+        warnings=tuple(warnings),
+    )
+
+
+# --------------------------------------------------------------------------- devices
+
+
+def mig_resource_name(profile: str) -> str:
+    """Return the mixed-strategy resource for a MIG profile string, or raise if none matches."""
+    match = _MIG_PROFILE.match(profile or "")
+    if not match:
+        raise PluginError("MIG profile '%s' does not match any resource patterns" % profile)
+    if match.group("c") is not None and match.group("c") != match.group("g"):
+        raise PluginError("MIG profile '%s' does not match any resource patterns" % profile)
+    return resource_name("mig-" + profile.replace("+", "."))
+
+
+def _mig_enabled(device: dict) -> bool:
+    mig = device.get("mig") or {}
+    if _nvml_error(device, "nvmlDeviceGetMigMode") == "NOT_SUPPORTED":
+        return False
+    return bool(mig.get("current"))
+
+
+_INIT_CALLS = ("nvmlInit", "nvmlInitWithFlags", "nvmlDeviceGetCount")
+_GPU_CALLS = ("nvmlDeviceGetHandleByIndex", "nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetMinorNumber",
+              "nvmlDeviceGetPciInfo", "nvmlDeviceGetMigMode")
+_MIG_PARENT_CALLS = ("nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex")
+_MIG_CALLS = ("nvmlDeviceGetUUID", "nvmlDeviceGetAttributes", "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetComputeInstanceId",
+              "nvmlDeviceGetDeviceHandleFromMigDeviceHandle", "nvmlDeviceIsMigDeviceHandle")
+
+
+def _nvml_error(obj: dict, call: str, top: dict | None = None):
+    """Return the injected error code for ``call`` (any ABI version) on ``obj`` or the profile top level."""
+    for errors in ((obj or {}).get("errors") or {}, (top or {}).get("errors") or {}):
+        for name, code in errors.items():
+            base = re.sub(r"_v\d+$", "", name)
+            if base == call:
+                return code
+    return None
+
+
+def check_nvml(profile: dict, mig_strategy: str) -> None:
+    """Raise PluginError if an injected NVML error hits a call the plugin makes at start-up."""
+    for call in _INIT_CALLS:
+        code = _nvml_error({}, call, profile)
+        if code:
+            raise PluginError("failed to initialize NVML: %s returned %s" % (call, code))
+    for index, device in enumerate(profile.get("devices") or []):
+        for call in _GPU_CALLS:
+            code = _nvml_error(device, call, profile)
+            if code and not (call == "nvmlDeviceGetMigMode" and code == "NOT_SUPPORTED"):
+                raise PluginError("error visiting device %d: %s returned %s" % (index, call, code))
+        if mig_strategy == "none" or not _mig_enabled(device):
+            continue
+        for call in _MIG_PARENT_CALLS:
+            code = _nvml_error(device, call, profile)
+            if code:
+                raise PluginError("error visiting MIG devices of device %d: %s returned %s" % (index, call, code))
+        for child_index, child in enumerate((device.get("mig") or {}).get("devices") or []):
+            for call in _MIG_CALLS:
+                code = _nvml_error(child, call, profile)
+                if code:
+                    raise PluginError("error visiting MIG device %d:%d: %s returned %s" % (index, child_index, call, code))
+
+
+def build_device_map(profile: dict, mig_strategy: str) -> dict:
+    """Return ``{resource name: [device id, ...]}`` before sharing, like rm.NewDeviceMap."""
+    check_nvml(profile, mig_strategy)
+    devices = profile.get("devices") or []
+    device_map = {}
+
+    def insert(name, dev_id):
+        device_map.setdefault(name, []).append(dev_id)
+
+    def gpu_id(index, device):
+        return device.get("uuid") or "GPU-%d" % index
+
+    if mig_strategy == "none":
+        for index, device in enumerate(devices):
+            insert(GPU_RESOURCE, gpu_id(index, device))
+        return device_map
+
+    full = [(i, d) for i, d in enumerate(devices) if not _mig_enabled(d)]
+    migs = []
+    for index, device in enumerate(devices):
+        if not _mig_enabled(device):
+            continue
+        children = (device.get("mig") or {}).get("devices") or []
+        if not children:
+            raise PluginError(
+                "invalid MIG configuration: at least one device with migEnabled=true was not configured correctly: "
+                "device %d has an invalid MIG configuration" % index)
+        for child_index, child in enumerate(children):
+            migs.append((index, child_index, child))
+
+    if mig_strategy == "single":
+        profiles = {m[2].get("profile") for m in migs}
+        if len(profiles) > 1:
+            raise PluginError("invalid MIG configuration: more than one MIG device type present on node")
+        if full and migs:
+            raise PluginError("all devices on the node must be configured with the same migEnabled value")
+        for index, device in full:
+            insert(GPU_RESOURCE, gpu_id(index, device))
+        for index, child_index, child in migs:
+            insert(GPU_RESOURCE, child.get("uuid") or "MIG-%d-%d" % (index, child_index))
+        return device_map
+
+    for index, device in full:
+        insert(GPU_RESOURCE, gpu_id(index, device))
+    for index, child_index, child in migs:
+        insert(mig_resource_name(child.get("profile", "")), child.get("uuid") or "MIG-%d-%d" % (index, child_index))
+    return device_map
+
+
+def _has_mig_devices(profile: dict, mig_strategy: str) -> bool:
+    if mig_strategy == "none":
+        return False
+    return any(_mig_enabled(d) for d in profile.get("devices") or [])
+
+
+def advertised_resources(profile: dict, config: PluginConfig) -> dict:
+    """Return ``{resource name: count}`` the kubelet would show in capacity and allocatable.
+
+    ``profile`` is the parsed GPU profile JSON (``devices[]`` with optional ``mig``); a node
+    without a GPU profile has no NVML and advertises nothing, so callers pass ``None`` there.
+    """
+    if profile is None:
+        return {}
+    device_map = build_device_map(profile, config.mig_strategy)
+    sharing = config.sharing
+    if sharing is not None and sharing.strategy == "mps" and _has_mig_devices(profile, config.mig_strategy):
+        raise PluginError("sharing using MPS is not supported for MIG devices")
+    if sharing is not None:
+        replicated_names = {r.name for r in sharing.resources}
+        result_ids = {name: set(ids) for name, ids in device_map.items() if name not in replicated_names}
+        for res in sharing.resources:
+            ids = device_map.get(res.name)
+            if not ids:
+                continue
+            target = res.rename or res.name
+            bucket = result_ids.setdefault(target, set())
+            for dev_id in ids:
+                for replica in range(res.replicas):
+                    bucket.add("%s::%d" % (dev_id, replica))
+        device_map = result_ids
+    return {name: len(ids) for name, ids in sorted(device_map.items()) if ids}

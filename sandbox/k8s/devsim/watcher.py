@@ -1,0 +1,457 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The device-manager simulator's control loop: plays the kubelet's part for device plugins.
+
+Watches pods, nodes and ConfigMaps. When a device plugin pod (see ``podconfig``) is Running on
+node X, it reads X's GPU profile (``sandbox.kubegpu.io/profile`` annotation ->
+``<profiles dir>/<profile>.json``, the file the fake NVML reads), the plugin's config and env,
+computes ``rules.advertised_resources`` and patches X's ``status.capacity`` and
+``status.allocatable``. When the pod goes away, the ``nvidia.com/*`` resources go too.
+
+Kubelet behaviour this copies, and where it has to guess:
+
+* A plugin reads its config once, when it starts. A successful result is kept for the pod's
+  lifetime, so later ConfigMap edits change nothing until the pod is replaced, like the real
+  plugin. A plugin that failed (bad config, missing ConfigMap or key) would crash-loop and read
+  the config again on each restart; the simulator re-evaluates it whenever the ConfigMap changes.
+* If several plugin pods run on one node (a rolling update), the newest one counts.
+* When the plugin goes away the kubelet first drops allocatable to 0 and removes the resource
+  after a grace period; the simulator removes it from capacity and allocatable at once.
+* The node's ``sandbox.kubegpu.io/device-plugin`` annotation records what the simulator
+  decided (advertised counts and strategy, or why nothing is advertised), for people and tests.
+* Allocate: with ``failRequestsGreaterThanOne`` (always on for MPS) a container asking for more
+  than one of a shared resource fails the plugin's Allocate, and the kubelet rejects the pod at
+  admission. The simulator does the same the first time it sees such a pod bound to the node:
+  phase ``Failed``, reason ``UnexpectedAdmissionError``, the kubelet's message (kwok's stages
+  leave such pods alone, see sandbox/k8s/kwok/kwok.yaml). Pods bound before the simulator
+  started, or before the plugin's config changed, are not re-admitted.
+
+Watches are bounded: each watch call ends after ``WATCH_TIMEOUT_S`` and is resumed from the last
+resourceVersion; failures back off and the process exits after ``MAX_CONSECUTIVE_FAILURES``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import queue
+import threading
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from . import podconfig
+from .rules import RESOURCE_PREFIX, PluginError, advertised_resources, parse_config
+
+PROFILE_ANNOTATION = "sandbox.kubegpu.io/profile"
+PROFILE_PATH_ANNOTATION = "sandbox.kubegpu.io/profile-path"
+STATE_ANNOTATION = "sandbox.kubegpu.io/device-plugin"
+WATCH_TIMEOUT_S = 240
+MAX_CONSECUTIVE_FAILURES = 20
+MAX_RECONCILE_RETRIES = 5
+WATCHED = frozenset(("nodes", "pods", "configmaps"))
+
+LOG = logging.getLogger("devsim")
+
+
+class ConfigUnavailable(Exception):
+    """The plugin's ConfigMap or key does not exist (yet)."""
+
+
+class Outcome:
+    """What one plugin pod makes the kubelet advertise on its node."""
+
+    def __init__(self, resources, message, final, configmap=None, single_request_names=frozenset()):
+        self.resources = resources
+        self.message = message
+        self.final = final
+        self.configmap = configmap
+        # Shared resources of which a container may ask for one at most (failRequestsGreaterThanOne).
+        self.single_request_names = frozenset(single_request_names)
+
+
+def admission_error(pod: dict, single_request_names) -> str | None:
+    """Return the kubelet's rejection message if a container asks for more than one shared device."""
+    spec = pod.get("spec") or {}
+    for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        resources = container.get("resources") or {}
+        for name in sorted(single_request_names):
+            quantity = (resources.get("limits") or {}).get(name) or (resources.get("requests") or {}).get(name)
+            try:
+                count = int(str(quantity)) if quantity is not None else 0
+            except ValueError:
+                continue
+            if count > 1:
+                return ("Allocate failed due to rpc error: code = Unknown desc = invalid request: maximum request size for shared "
+                        "resources is 1; found %d, which is unexpected" % count)
+    return None
+
+
+def evaluate_plugin_pod(pod: dict, profile: dict | None, read_configmap) -> Outcome:
+    """Compute the outcome for a running plugin pod; ``read_configmap(ns, name)`` returns data or None."""
+    try:
+        inputs = podconfig.plugin_inputs(pod)
+    except PluginError as exc:
+        return Outcome({}, "plugin fails: %s" % exc, final=True)
+    for note in inputs.notes:
+        LOG.warning("pod %s: %s", _pod_key(pod), note)
+    text = None
+    ref = inputs.config_ref
+    if ref is not None:
+        data = read_configmap(ref.namespace, ref.name)
+        if data is None or ref.key not in data:
+            what = "ConfigMap %s/%s" % (ref.namespace, ref.name) if data is None else "key %s of ConfigMap %s/%s" % (ref.key, ref.namespace, ref.name)
+            return Outcome({}, "plugin has no config: %s not found" % what, final=False, configmap=(ref.namespace, ref.name))
+        text = data[ref.key]
+    try:
+        config = parse_config(text, inputs.env, inputs.cli)
+        for warning in config.warnings:
+            LOG.warning("pod %s: %s", _pod_key(pod), warning)
+        resources = advertised_resources(profile, config)
+    except PluginError as exc:
+        return Outcome({}, "plugin fails: %s" % exc, final=False, configmap=(ref.namespace, ref.name) if ref else None)
+    if profile is None:
+        return Outcome({}, "no GPU on this node (no NVML): nothing advertised", final=True)
+    strategy = config.sharing.strategy if config.sharing else "none"
+    summary = ", ".join("%s=%d" % kv for kv in sorted(resources.items())) or "nothing"
+    single = set()
+    if config.sharing is not None and config.sharing.fail_requests_greater_than_one:
+        single = {r.rename or r.name for r in config.sharing.resources if (r.rename or r.name) in resources}
+    return Outcome(resources, "advertising %s (migStrategy=%s, sharing=%s)" % (summary, config.mig_strategy, strategy), final=True,
+                   single_request_names=single)
+
+
+def _rv(value) -> int:
+    """Return a resourceVersion as a number for ordering; etcd's revisions are integers here."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return -1
+
+
+def _pod_key(pod: dict) -> str:
+    meta = pod.get("metadata") or {}
+    return "%s/%s" % (meta.get("namespace"), meta.get("name"))
+
+
+def _pod_running(pod: dict) -> bool:
+    meta = pod.get("metadata") or {}
+    return (pod.get("status") or {}).get("phase") == "Running" and not meta.get("deletionTimestamp")
+
+
+class Simulator:
+    """Keeps node resources in line with the device plugin pods running on them."""
+
+    def __init__(self, api: client.CoreV1Api, profiles_dir: str, stop: threading.Event | None = None):
+        self.api = api
+        self.profiles_dir = profiles_dir
+        self.stop = stop or threading.Event()
+        self.events = queue.Queue()
+        self.nodes = {}
+        self.plugin_pods = {}
+        self.outcomes = {}
+        self.synced = set()
+        self.ready_callbacks = []
+        self.fatal = None
+        self.retries = {}
+        self.admitted = set()
+
+    # ------------------------------------------------------------------ API helpers
+
+    def read_configmap(self, namespace: str, name: str):
+        """Return a ConfigMap's data (binaryData decoded) or None if it does not exist."""
+        try:
+            resp = self.api.read_namespaced_config_map(name, namespace, _preload_content=False, _request_timeout=(5, 30))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        obj = json.loads(resp.data)
+        data = dict(obj.get("data") or {})
+        for key, value in (obj.get("binaryData") or {}).items():
+            data.setdefault(key, base64.b64decode(value).decode("utf-8", "replace"))
+        return data
+
+    def load_profile(self, node_name: str):
+        """Return the parsed GPU profile of a node, or None for a node without GPUs."""
+        annotations = (self.nodes.get(node_name) or {}).get("annotations") or {}
+        path = annotations.get(PROFILE_PATH_ANNOTATION)
+        if not path:
+            profile_name = annotations.get(PROFILE_ANNOTATION)
+            if not profile_name:
+                return None
+            path = os.path.join(self.profiles_dir, profile_name + ".json")
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return json.load(handle)
+        except (OSError, ValueError) as exc:
+            LOG.error("node %s: cannot read GPU profile %s: %s", node_name, path, exc)
+            return None
+
+    # ------------------------------------------------------------------ reconcile
+
+    def _plugin_pod_for(self, node_name: str):
+        running = [p for p in self.plugin_pods.values() if (p.get("spec") or {}).get("nodeName") == node_name and _pod_running(p)]
+        if not running:
+            return None
+        return max(running, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", (p.get("metadata") or {}).get("name")))
+
+    def desired_for(self, node_name: str):
+        """Return (resources, message) the node should advertise now."""
+        pod = self._plugin_pod_for(node_name)
+        if pod is None:
+            return {}, "no device plugin pod running"
+        uid = pod["metadata"]["uid"]
+        cached = self.outcomes.get(uid)
+        if cached is not None and cached.final:
+            return cached.resources, cached.message
+        outcome = evaluate_plugin_pod(pod, self.load_profile(node_name), self.read_configmap)
+        if cached is None or cached.message != outcome.message:
+            LOG.info("node %s, pod %s: %s", node_name, _pod_key(pod), outcome.message)
+        self.outcomes[uid] = outcome
+        return outcome.resources, outcome.message
+
+    def reconcile(self, node_name: str):
+        """Patch one node's capacity, allocatable and state annotation if they differ."""
+        node = self.nodes.get(node_name)
+        if node is None:
+            return
+        resources, message = self.desired_for(node_name)
+        status_patch = {}
+        for field in ("capacity", "allocatable"):
+            current = {k: v for k, v in (node.get(field) or {}).items() if k.startswith(RESOURCE_PREFIX + "/")}
+            wanted = {k: str(v) for k, v in resources.items()}
+            if current != wanted:
+                change = {k: None for k in current if k not in wanted}
+                change.update(wanted)
+                status_patch[field] = change
+        # The verdict goes first, so whoever sees the new resources also sees why.
+        if (node.get("annotations") or {}).get(STATE_ANNOTATION) != message:
+            self._remember(self.api.patch_node(node_name, {"metadata": {"annotations": {STATE_ANNOTATION: message}}},
+                                               _content_type="application/merge-patch+json", _preload_content=False))
+        if status_patch:
+            LOG.info("node %s: patching status %s", node_name, json.dumps(status_patch, sort_keys=True))
+            self._remember(self.api.patch_node_status(node_name, {"status": status_patch},
+                                                      _content_type="application/merge-patch+json", _preload_content=False))
+
+    def _remember(self, response):
+        """Take the node returned by a patch as the current view, so its older watch events are ignored."""
+        data = getattr(response, "data", None)
+        if not data:
+            return
+        obj = json.loads(data)
+        self.nodes[obj["metadata"]["name"]] = self._node_view(obj)
+
+    def _admit(self, pod: dict):
+        """Reject a pod at admission like the kubelet when the plugin's Allocate would refuse it."""
+        meta = pod.get("metadata") or {}
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        phase = (pod.get("status") or {}).get("phase")
+        # Each pod is admitted once, the first time it is seen bound; kwok may already have it Running.
+        if not node_name or meta.get("uid") in self.admitted or meta.get("deletionTimestamp") or phase not in (None, "", "Pending", "Running"):
+            return
+        self.admitted.add(meta.get("uid"))
+        plugin = self._plugin_pod_for(node_name)
+        outcome = self.outcomes.get(plugin["metadata"]["uid"]) if plugin else None
+        if outcome is None or not outcome.single_request_names:
+            return
+        message = admission_error(pod, outcome.single_request_names)
+        if message is None:
+            return
+        LOG.info("pod %s on %s rejected at admission: %s", _pod_key(pod), node_name, message)
+        try:
+            self.api.patch_namespaced_pod_status(meta["name"], meta["namespace"],
+                                                 {"status": {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": message}},
+                                                 _content_type="application/merge-patch+json")
+        except ApiException as exc:
+            LOG.warning("pod %s: could not mark it Failed: %s %s", _pod_key(pod), exc.status, exc.reason)
+
+    def reconcile_all(self):
+        """Reconcile every known node."""
+        for name in sorted(self.nodes):
+            self._safe_reconcile(name)
+
+    def _safe_reconcile(self, name):
+        try:
+            self.reconcile(name)
+            self.retries.pop(name, None)
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            attempt = self.retries.get(name, 0) + 1
+            self.retries[name] = attempt
+            LOG.warning("node %s: API error while reconciling (attempt %d/%d): %s %s", name, attempt, MAX_RECONCILE_RETRIES, exc.status, exc.reason)
+            if attempt < MAX_RECONCILE_RETRIES:
+                self.events.put(("retry", name, None))
+
+    # ------------------------------------------------------------------ events
+
+    @staticmethod
+    def _node_view(node: dict) -> dict:
+        status = node.get("status") or {}
+        return {
+            "resourceVersion": _rv((node.get("metadata") or {}).get("resourceVersion")),
+            "annotations": (node.get("metadata") or {}).get("annotations") or {},
+            "capacity": status.get("capacity") or {},
+            "allocatable": status.get("allocatable") or {},
+        }
+
+    def handle(self, kind: str, etype: str, obj):
+        """Apply one event (or a SYNC list) to the state and reconcile affected nodes."""
+        affected = set()
+        if kind == "nodes":
+            if etype == "SYNC":
+                self.nodes = {n["metadata"]["name"]: self._node_view(n) for n in obj}
+                affected.update(self.nodes)
+            elif etype == "DELETED":
+                self.nodes.pop(obj["metadata"]["name"], None)
+            else:
+                view = self._node_view(obj)
+                known = self.nodes.get(obj["metadata"]["name"])
+                if known is not None and view["resourceVersion"] < known["resourceVersion"]:
+                    # An event from before our own patch: the view from the patch is newer.
+                    return
+                self.nodes[obj["metadata"]["name"]] = view
+                affected.add(obj["metadata"]["name"])
+        elif kind == "pods":
+            if etype == "SYNC":
+                old_nodes = {(p.get("spec") or {}).get("nodeName") for p in self.plugin_pods.values()}
+                self.plugin_pods = {p["metadata"]["uid"]: p for p in obj if podconfig.is_plugin_pod(p)}
+                # Pods already bound when the list was taken count as admitted (the kubelet would not re-admit them).
+                self.admitted.update(p["metadata"]["uid"] for p in obj if (p.get("spec") or {}).get("nodeName"))
+                affected.update(old_nodes | {(p.get("spec") or {}).get("nodeName") for p in self.plugin_pods.values()})
+            elif not podconfig.is_plugin_pod(obj):
+                if etype == "DELETED":
+                    self.admitted.discard(obj["metadata"]["uid"])
+                elif self.synced >= WATCHED:
+                    self._admit(obj)
+            else:
+                uid = obj["metadata"]["uid"]
+                previous = self.plugin_pods.get(uid)
+                if previous is not None:
+                    affected.add((previous.get("spec") or {}).get("nodeName"))
+                if etype == "DELETED":
+                    self.plugin_pods.pop(uid, None)
+                    self.outcomes.pop(uid, None)
+                else:
+                    self.plugin_pods[uid] = obj
+                    if not _pod_running(obj):
+                        self.outcomes.pop(uid, None)
+                affected.add((obj.get("spec") or {}).get("nodeName"))
+        elif kind == "configmaps":
+            if etype == "SYNC":
+                keys = None
+            else:
+                keys = {((obj.get("metadata") or {}).get("namespace"), (obj.get("metadata") or {}).get("name"))}
+            for uid, outcome in list(self.outcomes.items()):
+                if outcome.final or (keys is not None and outcome.configmap not in keys):
+                    continue
+                pod = self.plugin_pods.get(uid)
+                if pod is not None:
+                    affected.add((pod.get("spec") or {}).get("nodeName"))
+        elif kind == "retry":
+            affected.add(etype)
+        if etype == "SYNC":
+            was_synced = self.synced >= WATCHED
+            self.synced.add(kind)
+            if not was_synced and self.synced >= WATCHED:
+                # Nothing was reconciled while waiting for the first lists: do every node now.
+                affected.update(self.nodes)
+        if self.synced >= WATCHED:
+            for name in sorted(n for n in affected if n):
+                self._safe_reconcile(name)
+            while self.ready_callbacks:
+                self.ready_callbacks.pop()()
+
+    # ------------------------------------------------------------------ watches
+
+    def _list(self, kind: str):
+        fn = {
+            "nodes": self.api.list_node,
+            "pods": self.api.list_pod_for_all_namespaces,
+            "configmaps": self.api.list_config_map_for_all_namespaces,
+        }[kind]
+        return fn
+
+    def _watch_thread(self, kind: str):
+        try:
+            self.watch_loop(kind)
+        except BaseException as exc:  # pylint: disable=broad-except
+            LOG.exception("%s watch thread crashed", kind)
+            self.events.put(("fatal", kind, repr(exc)))
+
+    def watch_loop(self, kind: str):
+        """List then watch one resource kind forever (bounded reconnects), feeding self.events."""
+        fn = self._list(kind)
+        resource_version = None
+        failures = 0
+        while not self.stop.is_set():
+            try:
+                if resource_version is None:
+                    resp = fn(_preload_content=False, _request_timeout=(5, 60))
+                    listing = json.loads(resp.data)
+                    resource_version = listing["metadata"]["resourceVersion"]
+                    self.events.put((kind, "SYNC", listing.get("items") or []))
+                resp = fn(watch=True, resource_version=resource_version, allow_watch_bookmarks=True, _preload_content=False,
+                          timeout_seconds=WATCH_TIMEOUT_S, _request_timeout=(5, WATCH_TIMEOUT_S + 30))
+                try:
+                    for line in iter_resp_lines(resp):
+                        if self.stop.is_set():
+                            break
+                        if not line:
+                            continue
+                        event = json.loads(line)
+                        obj = event.get("object") or {}
+                        if event.get("type") == "ERROR":
+                            if obj.get("code") == 410:
+                                resource_version = None
+                                break
+                            raise ApiException(status=obj.get("code"), reason=obj.get("message"))
+                        resource_version = (obj.get("metadata") or {}).get("resourceVersion") or resource_version
+                        if event.get("type") != "BOOKMARK":
+                            self.events.put((kind, event["type"], obj))
+                finally:
+                    resp.release_conn()
+                failures = 0
+            except ApiException as exc:
+                if exc.status == 410:
+                    resource_version = None
+                    continue
+                failures += 1
+                LOG.warning("%s watch failed (%d/%d): %s %s", kind, failures, MAX_CONSECUTIVE_FAILURES, exc.status, exc.reason)
+            except (OSError, ValueError, KeyError) as exc:
+                failures += 1
+                LOG.warning("%s watch failed (%d/%d): %r", kind, failures, MAX_CONSECUTIVE_FAILURES, exc)
+            except Exception as exc:  # pylint: disable=broad-except
+                # urllib3 errors come in several hierarchies; any of them ends this attempt.
+                failures += 1
+                LOG.warning("%s watch failed (%d/%d): %r", kind, failures, MAX_CONSECUTIVE_FAILURES, exc)
+            if failures >= MAX_CONSECUTIVE_FAILURES:
+                self.events.put(("fatal", kind, "too many consecutive watch failures"))
+                return
+            if failures:
+                self.stop.wait(min(0.25 * (2 ** failures), 5.0))
+
+    def run(self):
+        """Start the watches and process events until stopped; return an exit status."""
+        threads = [threading.Thread(target=self._watch_thread, args=(kind,), name="watch-" + kind, daemon=True)
+                   for kind in sorted(WATCHED)]
+        for thread in threads:
+            thread.start()
+        while not self.stop.is_set():
+            try:
+                kind, etype, obj = self.events.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            if kind == "fatal":
+                LOG.error("giving up: %s %s", etype, obj)
+                self.fatal = obj
+                self.stop.set()
+                break
+            try:
+                self.handle(kind, etype, obj)
+            except Exception:  # pylint: disable=broad-except
+                LOG.exception("error handling %s %s event", kind, etype)
+        return 1 if self.fatal else 0
