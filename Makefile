@@ -60,12 +60,10 @@ sanity-tree: venv
 
 # ansible-test builds a virtualenv per sanity test and seeds pip with a script it downloads from a host that is not
 # reachable here; tests/sanity/pip_bootstrap.py stands in for that script (see its docstring).
-ANSIBLE_TEST_PIP := $(shell grep -ho "pip='[0-9.]*'" $(VENV)/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py 2>/dev/null | grep -o '[0-9.]*')
-PIP_BOOTSTRAP := $(HOME)/.ansible/test/cache/get_pip_$(subst .,_,$(ANSIBLE_TEST_PIP)).py
-$(PIP_BOOTSTRAP): tests/sanity/pip_bootstrap.py
-	mkdir -p $(dir $@) && cp $< $@
-
-sanity: sanity-tree $(PIP_BOOTSTRAP)
+sanity: sanity-tree
+	v=$$(grep -ho "pip='[0-9.]*'" $(VENV)/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py | grep -o '[0-9.]*'); \
+	test -n "$$v" || { echo "sanity: cannot tell which pip version ansible-test bootstraps" >&2; exit 1; }; \
+	mkdir -p $(HOME)/.ansible/test/cache && cp tests/sanity/pip_bootstrap.py $(HOME)/.ansible/test/cache/get_pip_$${v//./_}.py
 	cd $(SANITY_TREE) && git init -q && git add -A && \
 	  $(VENV)/bin/ansible-test sanity --local --python 3.11 --color no $(SANITY_ARGS)
 
