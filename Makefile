@@ -89,7 +89,7 @@ test-static: venv sanity lint
 	$(VENV)/bin/antsibull-changelog lint
 
 MOLECULE_SCENARIOS := $(notdir $(patsubst %/,%,$(dir $(wildcard molecule/*/molecule.yml))))
-test-molecule: venv node-images fake-pci
+test-molecule: venv node-images fake-pci apt-repo
 	for scenario in $(MOLECULE_SCENARIOS); do $(VENV)/bin/molecule test -s $$scenario || exit 1; done
 
 # One pytest run over every suite (unit, fake NVML, node images on the running fleet, gpu_facts and the role end

@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Builds the stand-in NVIDIA container toolkit packages (test stand-ins, NOT NVIDIA software) and a signed flat apt
+# repository laid out like https://nvidia.github.io/libnvidia-container (see README.md beside this file).
+#
+#   build_repo.sh --out DIR --gnupg DIR [--url URL]   the whole repository into DIR (its contents are replaced)
+#   build_repo.sh --debs-only --out DIR               only the .deb files (the reproducibility test compares them)
+#
+# --gnupg is a private GNUPGHOME; its signing key is generated on first use and kept, and the repository's gpgkey is
+# exported from it on every build, so gpgkey always matches InRelease and Release.gpg (checked with gpgv at the end).
+# --url is where the repository is served (default http://127.0.0.1:8088): it goes into nvidia-container-toolkit.list.
+# Needs dpkg-deb, apt-ftparchive (apt-utils), gcc, gpg and gpgv; uses no network.
+set -euo pipefail
+
+TOOLKIT_VERSIONS=(1.19.0-1 1.20.0-1)
+DOCKER2_VERSION=2.14.0-1
+DOCKER2_MIN_TOOLKIT=1.19.0
+ARCH=amd64
+MULTIARCH=x86_64-linux-gnu
+MAINTAINER='kubegpu sandbox <kubegpu-sandbox@example.invalid>'
+KEY_UID='kubegpu sandbox apt repository (test stand-in, not NVIDIA) <kubegpu-sandbox@example.invalid>'
+# Every timestamp inside the packages and the Release file's Date: 2025-01-01T00:00:00Z.
+export SOURCE_DATE_EPOCH=1735689600
+export LC_ALL=C TZ=UTC
+umask 022
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+out="" gnupg="" url="http://127.0.0.1:8088" debs_only=0
+
+usage() {
+    echo "usage: $0 --out DIR --gnupg DIR [--url URL] | --debs-only --out DIR" >&2
+    exit 2
+}
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --out) out=${2:?}; shift 2 ;;
+        --gnupg) gnupg=${2:?}; shift 2 ;;
+        --url) url=${2:?}; shift 2 ;;
+        --debs-only) debs_only=1; shift ;;
+        *) usage ;;
+    esac
+done
+[ -n "$out" ] || usage
+[ "$debs_only" = 1 ] || [ -n "$gnupg" ] || usage
+for tool in dpkg-deb gcc; do
+    command -v "$tool" >/dev/null || { echo "build_repo.sh: $tool is missing" >&2; exit 1; }
+done
+if [ "$debs_only" = 0 ]; then
+    for tool in apt-ftparchive gpg gpgv gpgconf; do
+        command -v "$tool" >/dev/null || { echo "build_repo.sh: $tool is missing (apt-utils, gnupg, gpgv)" >&2; exit 1; }
+    done
+fi
+
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d "${out}.work.XXXXXX")
+cleanup() {
+    if [ -n "$gnupg" ] && [ -d "$gnupg" ]; then
+        gpgconf --homedir "$gnupg" --kill gpg-agent >/dev/null 2>&1 || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+repo="$work/repo"
+pool="$repo/stable/deb/$ARCH"
+mkdir -p "$pool"
+
+# --- Package building blocks ---------------------------------------------------------------------------------------
+
+# put_file ROOT PATH MODE: stdin becomes ROOT/PATH with MODE.
+put_file() {
+    mkdir -p "$(dirname "$1/$2")"
+    cat > "$1/$2"
+    chmod "$3" "$1/$2"
+}
+
+# readme ROOT PKG VERSION: /usr/share/doc/PKG/README.kubegpu, present in every package.
+readme() {
+    put_file "$1" "usr/share/doc/$2/README.kubegpu" 0644 <<TXT
+$2 $3 (kubegpu test stand-in)
+
+This package is a TEST STAND-IN built by the kubegpu.cluster collection's test sandbox
+(sandbox/aptrepo/build_repo.sh). It is NOT NVIDIA software and contains nothing of NVIDIA's.
+It only lets the collection's tests install "the NVIDIA container toolkit" with apt, the way
+real users do, where NVIDIA's repositories cannot be reached. Its programs are small shell
+scripts: nvidia-container-runtime runs runc, the others answer --version.
+TXT
+}
+
+# build_deb ROOT PKG VERSION ARCH DEPENDS DESCRIPTION: DEBIAN/control and md5sums, fixed mtimes, dpkg-deb --build.
+build_deb() {
+    local root=$1 pkg=$2 version=$3 arch=$4 depends=$5 description=$6 size
+    mkdir -p "$root/DEBIAN"
+    # Installed-Size in KiB, as dpkg-gencontrol counts it: each file rounded up to a whole KiB.
+    size=$(find "$root" -path "$root/DEBIAN" -prune -o ! -type d -printf '%s\n' | awk '{ k += int(($1 + 1023) / 1024) } END { print k + 0 }')
+    {
+        echo "Package: $pkg"
+        echo "Version: $version"
+        echo "Architecture: $arch"
+        echo "Maintainer: $MAINTAINER"
+        echo "Installed-Size: $size"
+        [ -z "$depends" ] || echo "Depends: $depends"
+        echo "Section: utils"
+        echo "Priority: optional"
+        echo "Homepage: https://github.com/NVIDIA/nvidia-container-toolkit"
+        echo "Description: $description (kubegpu test stand-in, not NVIDIA software)"
+        echo " Built by the kubegpu.cluster test sandbox so that tests can install the NVIDIA"
+        echo " container toolkit with apt where NVIDIA's repositories are unreachable. See"
+        echo " /usr/share/doc/$pkg/README.kubegpu."
+    } > "$root/DEBIAN/control"
+    (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0r md5sum) \
+        > "$root/DEBIAN/md5sums"
+    chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
+    [ ! -f "$root/DEBIAN/triggers" ] || chmod 0644 "$root/DEBIAN/triggers"
+    find "$root" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+    dpkg-deb --root-owner-group -Zxz -z9 --build "$root" "$pool/${pkg}_${version}_${arch}.deb" >/dev/null
+}
+
+# --- The packages, per toolkit version -----------------------------------------------------------------------------
+
+for version in "${TOOLKIT_VERSIONS[@]}"; do
+    upstream=${version%-*}
+    IFS=. read -r major minor patch <<<"$upstream"
+
+    root="$work/nvidia-container-toolkit-base_$version"
+    put_file "$root" usr/bin/nvidia-container-runtime 0755 <<SH
+#!/bin/sh
+# kubegpu test stand-in for NVIDIA's nvidia-container-runtime $upstream (NOT NVIDIA software): runs runc
+# with the same arguments, so an engine configured with this runtime still starts containers.
+case "\${1-}" in
+    --version)
+        echo "NVIDIA Container Runtime version $upstream (kubegpu stand-in)"
+        echo "commit: kubegpu-stand-in"
+        exit 0
+        ;;
+esac
+PATH="\${PATH:-/usr/bin:/bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+export PATH
+exec runc "\$@"
+SH
+    put_file "$root" usr/bin/nvidia-ctk 0755 <<SH
+#!/bin/sh
+# kubegpu test stand-in for NVIDIA's nvidia-ctk $upstream (NOT NVIDIA software): --version only.
+case "\${1-}" in
+    --version|-v)
+        echo "NVIDIA Container Toolkit CLI version $upstream"
+        echo "commit: kubegpu-stand-in"
+        exit 0
+        ;;
+esac
+echo "nvidia-ctk: kubegpu stand-in: not implemented: \$*" >&2
+exit 2
+SH
+    readme "$root" nvidia-container-toolkit-base "$version"
+    build_deb "$root" nvidia-container-toolkit-base "$version" "$ARCH" "" \
+        "NVIDIA Container Toolkit base (runtime and nvidia-ctk)"
+
+    root="$work/nvidia-container-toolkit_$version"
+    put_file "$root" usr/bin/nvidia-container-runtime-hook 0755 <<SH
+#!/bin/sh
+# kubegpu test stand-in for NVIDIA's nvidia-container-runtime-hook $upstream (NOT NVIDIA software): does nothing.
+exit 0
+SH
+    readme "$root" nvidia-container-toolkit "$version"
+    build_deb "$root" nvidia-container-toolkit "$version" "$ARCH" \
+        "nvidia-container-toolkit-base (= $version), libnvidia-container-tools (= $version)" \
+        "NVIDIA Container Toolkit (OCI hook)"
+
+    root="$work/libnvidia-container-tools_$version"
+    put_file "$root" usr/bin/nvidia-container-cli 0755 <<SH
+#!/bin/sh
+# kubegpu test stand-in for NVIDIA's nvidia-container-cli $upstream (NOT NVIDIA software): --version only.
+case "\${1-}" in
+    --version|-V)
+        echo "cli-version: $upstream"
+        echo "lib-version: $upstream"
+        echo "build date: 2025-01-01T00:00+00:00 (kubegpu stand-in)"
+        exit 0
+        ;;
+esac
+echo "nvidia-container-cli: kubegpu stand-in: not implemented: \$*" >&2
+exit 2
+SH
+    readme "$root" libnvidia-container-tools "$version"
+    build_deb "$root" libnvidia-container-tools "$version" "$ARCH" "libnvidia-container1 (= $version)" \
+        "NVIDIA container runtime library (command-line tools)"
+
+    root="$work/libnvidia-container1_$version"
+    libdir="usr/lib/$MULTIARCH"
+    mkdir -p "$root/$libdir"
+    gcc -shared -fPIC -nostdlib -O2 -s -Wl,-soname,libnvidia-container.so.1 -Wl,--build-id=sha1 \
+        -DNVC_MAJOR="$major" -DNVC_MINOR="$minor" -DNVC_PATCH="$patch" -DNVC_VERSION="\"$upstream\"" \
+        -o "$root/$libdir/libnvidia-container.so.$upstream" "$here/libnvidia-container.c"
+    chmod 0644 "$root/$libdir/libnvidia-container.so.$upstream"
+    ln -s "libnvidia-container.so.$upstream" "$root/$libdir/libnvidia-container.so.1"
+    echo "activate-noawait ldconfig" | put_file "$root" DEBIAN/triggers 0644
+    readme "$root" libnvidia-container1 "$version"
+    build_deb "$root" libnvidia-container1 "$version" "$ARCH" "" "NVIDIA container runtime library"
+done
+
+# The legacy package for Docker < 19.03; NVIDIA's also ships /etc/docker/daemon.json, which a stand-in leaves alone.
+root="$work/nvidia-docker2_$DOCKER2_VERSION"
+readme "$root" nvidia-docker2 "$DOCKER2_VERSION"
+build_deb "$root" nvidia-docker2 "$DOCKER2_VERSION" all "nvidia-container-toolkit (>= $DOCKER2_MIN_TOOLKIT)" \
+    "NVIDIA Container Toolkit meta-package for Docker < 19.03 (legacy)"
+
+if [ "$debs_only" = 1 ]; then
+    find "$out" -mindepth 1 -delete
+    cp -p "$pool"/*.deb "$out/"
+    ls "$out"
+    exit 0
+fi
+
+# --- Flat repository: stable/deb/amd64/{Packages,Packages.gz,Release,InRelease,Release.gpg} -------------------------
+
+(
+    cd "$pool"
+    # One deb at a time, in sorted order: the Packages file does not depend on the order of the directory.
+    printf '%s\n' ./*.deb | sort | while read -r deb; do
+        apt-ftparchive packages "$deb"
+    done > Packages
+    gzip -9n < Packages > Packages.gz
+    apt-ftparchive \
+        -o APT::FTPArchive::Release::Origin="kubegpu sandbox" \
+        -o APT::FTPArchive::Release::Label="nvidia-container-toolkit (kubegpu test stand-in)" \
+        -o APT::FTPArchive::Release::Architectures="$ARCH all" \
+        -o APT::FTPArchive::Release::Date="$(date -u -R -d "@$SOURCE_DATE_EPOCH")" \
+        release . > "$work/Release"
+    mv "$work/Release" Release
+)
+echo "deb $url/stable/deb/\$(ARCH) /" > "$repo/stable/deb/nvidia-container-toolkit.list"
+
+# --- Signing key (generated once, kept in the private GNUPGHOME), gpgkey, InRelease, Release.gpg --------------------
+
+mkdir -p "$gnupg"
+chmod 0700 "$gnupg"
+gpg_() {
+    gpg --homedir "$gnupg" --batch --quiet --no-tty "$@"
+}
+fingerprint() {
+    gpg_ --with-colons --list-secret-keys 2>/dev/null | awk -F: '$1 == "fpr" { print $10; exit }'
+}
+fpr=$(fingerprint)
+if [ -z "$fpr" ]; then
+    echo "build_repo.sh: generating the repository signing key in $gnupg"
+    gpg_ --passphrase '' --quick-gen-key "$KEY_UID" ed25519 sign never
+    fpr=$(fingerprint)
+    [ -n "$fpr" ] || { echo "build_repo.sh: no key after gpg --quick-gen-key" >&2; exit 1; }
+fi
+gpg_ --armor --export "$fpr" > "$repo/gpgkey"
+gpg_ --yes --local-user "$fpr" --digest-algo SHA512 --clearsign -o "$pool/InRelease" "$pool/Release"
+gpg_ --yes --local-user "$fpr" --digest-algo SHA512 --armor --detach-sign -o "$pool/Release.gpg" "$pool/Release"
+
+# The served key must verify what is served: check with gpgv and a keyring made from gpgkey alone.
+gpg_ --dearmor < "$repo/gpgkey" > "$work/keyring.gpg"
+verify() {
+    gpgv --homedir "$work" --keyring "$work/keyring.gpg" "$@" 2>"$work/gpgv.log" \
+        || { echo "build_repo.sh: gpgkey does not verify $*:" >&2; cat "$work/gpgv.log" >&2; exit 1; }
+}
+verify "$pool/InRelease"
+verify "$pool/Release.gpg" "$pool/Release"
+
+# Replace the contents of $out but keep the directory itself: a running container's bind mount stays valid.
+find "$out" -mindepth 1 -delete
+cp -a "$repo/." "$out/"
+echo "build_repo.sh: $out signed by $fpr: $(cd "$pool" && echo ./*.deb | wc -w) packages"
