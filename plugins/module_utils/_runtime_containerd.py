@@ -1,0 +1,444 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""containerd's config.toml: register the NVIDIA runtime with the CRI plugin, in place or through a drop-in.
+
+Text in, text out, through :class:`_runtime_toml.Document`: only the lines that change are touched, a value already
+right is not rewritten, and every edit is checked by parsing the result back.
+
+Config versions (what containerd itself reads):
+  - no ``version`` key in a non-empty file: version 1 (refused: this module does not write v1);
+  - ``version = 2``: containerd 1.x, CRI plugin ``plugins."io.containerd.grpc.v1.cri"``;
+  - ``version = 3``: containerd 2.x, CRI runtime plugin ``plugins."io.containerd.cri.v1.runtime"``.
+
+Imports: containerd loads the main file, then each ``imports`` entry in order; an entry containing ``*`` is expanded
+with Go's ``filepath.Glob`` (relative to the working directory), any other relative entry is relative to the file
+that imports it, a path already loaded is not loaded again, and a missing file is an error. Before containerd 2.1 a
+plugin table from an import replaces the whole table loaded before it.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import os
+import re
+
+from collections.abc import Mapping
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime_common import (
+    ConfigError, dotted, toml_data, type_name, without_empty_tables,
+)
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime_toml import Document, PlainTree, check_tables, render_tree
+
+CRI_PLUGIN = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
+RUNC_V2 = "io.containerd.runc.v2"
+SUPPORTED_VERSIONS = (2, 3)
+_MIGRATE = ("containerd reads a config without 'version' as version 1, which this module does not write; "
+            "migrate it first: 'containerd config migrate' (containerd 2.x) writes version 3, or rewrite it from "
+            "'containerd config default' (containerd 1.x), which writes version 2")
+
+
+# --- Which config version ----------------------------------------------------------------------------------------
+
+def file_version(text, path):
+    """The ``version`` of an existing config, or ``None`` when the file is missing or holds no settings."""
+    data = toml_data(text, path)
+    if not data:
+        return None
+    if "version" not in data:
+        raise ConfigError(_MIGRATE, path=path, field="version")
+    return check_version(data["version"], path)
+
+
+def check_version(version, path, field="version"):
+    """``version`` as an int, when this module can write it."""
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ConfigError("must be an integer (2 or 3), not %s %r" % (type_name(version), version), path=path, field=field)
+    if version == 1:
+        raise ConfigError(_MIGRATE.replace("a config without 'version'", "'version = 1'"), path=path, field=field)
+    if version not in SUPPORTED_VERSIONS:
+        raise ConfigError("unsupported config version %d: this module writes 2 (containerd 1.x) and 3 (containerd 2.x)"
+                          % version, path=path, field=field)
+    return version
+
+
+def binary_major(version_output):
+    """containerd's major version from ``containerd --version`` output, or ``None`` when it cannot be read.
+
+    ``containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3`` gives 1;
+    ``containerd containerd.io v2.0.4 1a43cb6a...`` gives 2.
+    """
+    for word in (version_output or "").split()[1:]:
+        match = re.match(r"^v?(\d+)\.\d+", word)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def resolve_version(requested, text, path, ask_binary):
+    """The config version to write.
+
+    ``requested`` is ``auto``, ``2`` or ``3``. ``auto`` takes the file's ``version``; for a missing or empty file
+    it asks the installed containerd (``ask_binary()`` returns its major version or ``None``): 1.x means 2, 2.x
+    means 3, no binary means 2 (what nvidia-ctk assumes). An explicit version must agree with the file's.
+    """
+    found = file_version(text, path)
+    if requested not in (None, "auto"):
+        wanted = check_version(int(requested), path, field="config_version")
+        if found is not None and found != wanted:
+            raise ConfigError("has version = %d but config_version=%d was requested; migrate the file first "
+                              "('containerd config migrate') or leave config_version=auto" % (found, wanted),
+                              path=path, field="version")
+        return wanted
+    if found is not None:
+        return found
+    major = ask_binary()
+    return 3 if major is not None and major >= 2 else 2
+
+
+# --- The edits, on a Document (text) or a PlainTree (data) alike ---------------------------------------------------
+
+def _table(tree, path, where):
+    """The table at ``path`` as plain data (``{}`` when missing); a value that is not a table is an error."""
+    check_tables(tree.data, path + ("",), where)
+    return tree.get(path, {})
+
+
+def _template_runtime(containerd, runtimes, ours):
+    """(name, table) of the runtime ours copies: the default runtime, then runc, then crun (runc shims only)."""
+    default = containerd.get("default_runtime_name")
+    candidates = ([default] if isinstance(default, str) and default else []) + ["runc", "crun"]
+    for name in candidates:
+        runtime = runtimes.get(name)
+        if name != ours and isinstance(runtime, Mapping) and runtime.get("runtime_type", RUNC_V2) == RUNC_V2:
+            return name, runtime
+    return None, None
+
+
+def _new_runtime(template, settings):
+    """Plain data for our runtime table: the template's settings, runc's shim, our binary."""
+    data = {"runtime_type": RUNC_V2}
+    source = {}
+    if template is not None:
+        data = dict((k, copy.deepcopy(v)) for k, v in template.items() if k != "options")
+        data["runtime_type"] = RUNC_V2
+        source = template.get("options") if isinstance(template.get("options"), Mapping) else {}
+    if "BinaryName" in source:
+        data["options"] = dict((k, settings.path if k == "BinaryName" else copy.deepcopy(v)) for k, v in source.items())
+    else:
+        data["options"] = dict([("BinaryName", settings.path)] + [(k, copy.deepcopy(v)) for k, v in source.items()])
+    return data
+
+
+def _present(tree, version, settings, path):
+    cri = ("plugins", CRI_PLUGIN[version])
+    runtimes_path = cri + ("containerd", "runtimes")
+    containerd = _table(tree, cri + ("containerd",), path)
+    runtimes = _table(tree, runtimes_path, path)
+    ours = runtimes_path + (settings.name,)
+    if settings.name in runtimes:
+        _table(tree, ours, path)
+        _table(tree, ours + ("options",), path)
+        tree.set(ours + ("runtime_type",), RUNC_V2)
+        tree.set(ours + ("options", "BinaryName"), settings.path)
+    else:
+        name, template = _template_runtime(containerd, runtimes, settings.name)
+        tree.set(ours, _new_runtime(template, settings), after=runtimes_path + (name,) if name else None)
+    if settings.set_as_default:
+        tree.set(cri + ("containerd", "default_runtime_name"), settings.name)
+    # containerd 2.x (config version 3) runs with CDI on by default, and 2.2 and later no longer have the option, so a
+    # version 3 file only gets enable_cdi corrected where the user turned it off; version 2 (containerd 1.7) needs it.
+    if settings.cdi and (version == 2 or tree.get(cri + ("enable_cdi",)) is not None):
+        tree.set(cri + ("enable_cdi",), True)
+
+
+def _absent(tree, version, settings, path):
+    cri = ("plugins", CRI_PLUGIN[version])
+    if settings.name in _table(tree, cri + ("containerd", "runtimes"), path):
+        tree.delete(cri + ("containerd", "runtimes", settings.name))
+    if tree.get(cri + ("containerd", "default_runtime_name")) == settings.name:
+        tree.delete(cri + ("containerd", "default_runtime_name"))
+    if settings.cdi and tree.get(cri + ("enable_cdi",)) is True:
+        tree.delete(cri + ("enable_cdi",))
+
+
+def _with_version(text, version):
+    """A text holding no settings gets ``version = N`` on top (its comments, if any, follow)."""
+    if text and text.strip():
+        return "version = %d\n\n%s" % (version, text)
+    return "version = %d\n" % version
+
+
+def configure(text, path, settings, version):
+    """``text`` (``None`` for a missing file) with our runtime registered; the same text when nothing changes."""
+    if not toml_data(text, path):
+        text = _with_version(text, version)
+    document = Document(text, path)
+    _present(document, version, settings, path)
+    return document.render()
+
+
+def unconfigure(text, path, settings, version):
+    """``text`` without our runtime: its table, ``default_runtime_name`` when it names ours, ``enable_cdi`` when
+    ``settings.cdi`` (nobody can tell who set it; ours was ``true``)."""
+    if not toml_data(text, path):
+        return text
+    document = Document(text, path)
+    _absent(document, version, settings, path)
+    return document.render()
+
+
+# --- Drop-in ---------------------------------------------------------------------------------------------------------
+
+def drop_in(main_text, main_path, settings, version):
+    """The drop-in's text: ``version``, the main config's whole CRI plugin table, our runtime added; nothing else.
+
+    containerd before 2.1 replaces a plugin table with the imported one, so the drop-in must carry every CRI setting
+    of the main file, or an import would reset them to their defaults.
+    """
+    main = PlainTree(toml_data(main_text, main_path), main_path)
+    plugin = CRI_PLUGIN[version]
+    tree = PlainTree({"version": version, "plugins": {plugin: copy.deepcopy(_table(main, ("plugins", plugin), main_path))}},
+                     main_path)
+    _present(tree, version, settings, main_path)
+    return render_tree(tree.data, main_path)
+
+
+def _resolve_entry(entry, main_path):
+    return os.path.normpath(entry if os.path.isabs(entry) else os.path.join(os.path.dirname(os.path.abspath(main_path)), entry))
+
+
+def _imports(tree, path):
+    imports = tree.get(("imports",))
+    if imports is not None and (not isinstance(imports, list) or not all(isinstance(v, str) for v in imports)):
+        raise ConfigError("must be an array of file paths, not %r" % (imports,), path=path, field="imports")
+    return imports
+
+
+def imported_by(imports, main_path, drop_in_path):
+    """Whether an ``imports`` list already loads ``drop_in_path``: the same path or an absolute glob matching it."""
+    target = os.path.normpath(drop_in_path)
+    for entry in imports:
+        if "*" in entry:
+            if os.path.isabs(entry) and go_match(entry, target):
+                return True
+        elif _resolve_entry(entry, main_path) == target:
+            return True
+    return False
+
+
+def add_import(main_text, main_path, drop_in_path, version):
+    """The main config with ``drop_in_path`` in ``imports`` (appended, so it loads last), unless already covered."""
+    text = main_text if toml_data(main_text, main_path) else _with_version(main_text, version)
+    document = Document(text, main_path)
+    imports = _imports(document, main_path)
+    if imports is not None and imported_by(imports, main_path, drop_in_path):
+        return main_text
+    document.append(("imports",), drop_in_path)
+    return document.render()
+
+
+def remove_import(main_text, main_path, drop_in_path):
+    """The main config without the ``imports`` entries equal to ``drop_in_path`` (an emptied list stays: ``[]``)."""
+    if not toml_data(main_text, main_path):
+        return main_text
+    document = Document(main_text, main_path)
+    _imports(document, main_path)
+    document.remove(("imports",), drop_in_path)
+    return document.render()
+
+
+def main_imports(main_text, main_path):
+    """The main config's ``imports`` (empty when none)."""
+    return list(_imports(PlainTree(toml_data(main_text, main_path)), main_path) or [])
+
+
+def with_imports(main_text, main_path, imports):
+    """The main config with its ``imports`` replaced (for a validation copy)."""
+    document = Document(main_text, main_path)
+    document.set(("imports",), list(imports))
+    return document.render()
+
+
+# --- containerd's import semantics, for the validation copy ----------------------------------------------------------
+
+def _go_pattern(pattern):
+    """Go's ``filepath.Match`` pattern as a Python regex (``*`` and ``?`` never match ``/``); ``None`` if malformed."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "\\":
+            i += 1
+            if i >= len(pattern):
+                return None
+            out.append(re.escape(pattern[i]))
+        elif char == "[":
+            end = i + 1
+            negate = end < len(pattern) and pattern[end] == "^"
+            if negate:
+                end += 1
+            chars = []
+            first = True
+            while end < len(pattern) and (pattern[end] != "]" or first):
+                first = False
+                if pattern[end] == "\\":
+                    end += 1
+                    if end >= len(pattern):
+                        return None
+                    chars.append(re.escape(pattern[end]))
+                elif pattern[end] == "-" and chars and end + 1 < len(pattern) and pattern[end + 1] != "]":
+                    chars.append("-")
+                else:
+                    chars.append(re.escape(pattern[end]))
+                end += 1
+            if end >= len(pattern) or not chars:
+                return None
+            out.append("(?!/)[%s%s]" % ("^" if negate else "", "".join(chars)))
+            i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def go_match(pattern, name):
+    """Go's ``filepath.Match(pattern, name)`` on POSIX (a malformed pattern matches nothing)."""
+    regex = _go_pattern(pattern)
+    return bool(regex is not None and re.match("^%s$" % regex, name, re.DOTALL))
+
+
+def _children(base, extra):
+    """The names in directory ``base``, plus the next part of ``extra`` when ``extra`` lies under ``base``."""
+    try:
+        names = set(os.listdir(base))
+    except OSError:
+        names = set()
+    prefix = base.rstrip("/") + "/"
+    if extra and extra.startswith(prefix):
+        names.add(extra[len(prefix):].split("/")[0])
+    return names
+
+
+def go_glob(pattern, extra=None, exclude=()):
+    """Go's ``filepath.Glob`` for an absolute pattern, in Go's order (each directory's names sorted).
+
+    ``extra`` is a path to treat as existing (the drop-in before it is written); ``exclude`` paths are left out.
+    """
+    parts = [part for part in pattern.split("/") if part]
+    found = ["/"]
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1
+        nxt = []
+        for base in found:
+            names = _children(base, extra)
+            for name in sorted(names):
+                if not go_match(part, name):
+                    continue
+                candidate = os.path.join(base, name)
+                ancestor_of_extra = bool(extra) and extra.startswith(candidate + "/")
+                if last or ancestor_of_extra or os.path.isdir(candidate):
+                    nxt.append(candidate)
+        found = nxt
+    return [path for path in found if path not in exclude]
+
+
+def validation_imports(imports, main_path, drop_in_path, candidate, exclude=()):
+    """The ``imports`` for a validation copy of the main config that loads exactly what containerd will load once
+    the drop-in is replaced by ``candidate`` (``None``: once the drop-in is deleted).
+
+    The entry naming the drop-in, and every absolute glob matching it (expanded here as containerd would, in its
+    order), point at ``candidate`` instead; every other entry is kept as written.
+    """
+    target = os.path.normpath(drop_in_path)
+    out = []
+    for entry in imports:
+        if "*" in entry and os.path.isabs(entry) and go_match(entry, target):
+            for match in go_glob(entry, extra=target if candidate else None, exclude=exclude):
+                if match == target:
+                    if candidate:
+                        out.append(candidate)
+                else:
+                    out.append(match)
+        elif "*" not in entry and _resolve_entry(entry, main_path) == target:
+            if candidate:
+                out.append(candidate)
+        else:
+            out.append(entry)
+    return out
+
+
+# --- What containerd reports -----------------------------------------------------------------------------------------
+
+def dumped_cri(dump_text, major):
+    """The CRI runtime plugin table from ``containerd config dump`` output (containerd ``major``), or ``None``."""
+    try:
+        data = toml_data(dump_text, "containerd config dump")
+    except ConfigError:
+        return None  # an unreadable dump is simply not used
+    plugin = CRI_PLUGIN[3 if major is not None and major >= 2 else 2]
+    table = data.get("plugins", {}).get(plugin) if isinstance(data.get("plugins"), Mapping) else None
+    return table if isinstance(table, Mapping) else None
+
+
+def dumped_runtime_problems(cri, settings):
+    """What the merged config (from :func:`dumped_cri`) lacks of ours: (problems, notes), as sentences.
+
+    A problem means containerd would not run our runtime as asked; a note is about ``enable_cdi``, which containerd
+    before 1.7 does not know (it drops the key), so CDI stays off there whatever the file says. containerd 2.2 and
+    later have no such option either, but CDI is always on there (their dump lists ``cdi_spec_dirs``).
+    """
+    if cri is None:
+        return ["the dump has no CRI runtime plugin table"], []
+    problems = []
+    containerd = cri.get("containerd") if isinstance(cri.get("containerd"), Mapping) else {}
+    runtime = (containerd.get("runtimes") or {}).get(settings.name)
+    if not isinstance(runtime, Mapping):
+        problems.append("runtime '%s' is missing" % settings.name)
+    elif (runtime.get("options") or {}).get("BinaryName") != settings.path:
+        problems.append("runtime '%s' has BinaryName %r" % (settings.name, (runtime.get("options") or {}).get("BinaryName")))
+    if settings.set_as_default and containerd.get("default_runtime_name") != settings.name:
+        problems.append("default_runtime_name is %r" % containerd.get("default_runtime_name"))
+    notes = []
+    if settings.cdi and cri.get("enable_cdi") is not True:
+        if "enable_cdi" in cri:
+            problems.append("enable_cdi is %r" % cri.get("enable_cdi"))
+        elif "cdi_spec_dirs" not in cri:
+            # containerd 2.2 and later dropped the option (CDI is always on) but still list cdi_spec_dirs; 1.6 has neither
+            notes.append("the installed containerd does not know enable_cdi (CDI needs containerd 1.7 or later): "
+                         "it is written but CDI stays off until containerd is upgraded")
+    return problems, notes
+
+
+def _flatten(value, prefix=()):
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            out.update(_flatten(item, prefix + (key,)))
+        return out
+    return {prefix: value}
+
+
+def changed_cri_settings(before, after, settings):
+    """CRI settings (dotted keys) that differ between two dumps, other than ours; for a warning."""
+    if before is None or after is None:
+        return []
+    ours = ("containerd", "runtimes", settings.name)
+    old = _flatten(without_empty_tables(before))
+    new = _flatten(without_empty_tables(after))
+    changed = []
+    for key in sorted(set(old) | set(new)):
+        if key[:3] == ours or key == ("containerd", "default_runtime_name") or key == ("enable_cdi",):
+            continue
+        if old.get(key) != new.get(key):
+            changed.append(dotted(list(key)))
+    return changed

@@ -1,0 +1,275 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: nvidia_runtime_config
+short_description: Register the NVIDIA container runtime with docker, containerd or CRI-O
+version_added: 0.1.0
+description:
+  - Adds the NVIDIA container runtime to the configuration of docker (C(daemon.json)), containerd (C(config.toml),
+    in place or through a drop-in file) or CRI-O (C(crio.conf) or a drop-in), optionally as the default runtime and
+    with CDI turned on; or removes exactly what it adds. This is what C(nvidia-ctk runtime configure) does, as an
+    idempotent module with check mode, diff, backups and validation.
+  - Every other setting, its order and, for TOML files, its comments are kept. A file that needs no change is not
+    touched (its modification time stays the same).
+  - "Files are replaced atomically: the new content is written to a temporary file in the same directory, with the
+    owner, group and mode of the file it replaces (V(0644) for a new file; a missing directory is created V(0755)),
+    validated, then renamed over the live file. Symbolic links are followed: the file they point to is replaced."
+  - The module does not restart the runtime; RV(restart_required) says when a restart is needed.
+author:
+  - kubegpu.cluster contributors (@kubegpu)
+options:
+  runtime:
+    description: The container runtime whose configuration is edited.
+    type: str
+    required: true
+    choices: [docker, containerd, crio]
+  config_path:
+    description:
+      - The runtime's main configuration file.
+      - Defaults to C(/etc/docker/daemon.json), C(/etc/containerd/config.toml) or C(/etc/crio/crio.conf) by O(runtime).
+      - It does not have to exist; a missing file is created.
+    type: path
+  drop_in_path:
+    description:
+      - Write the settings to this drop-in file instead of editing O(config_path); containerd and CRI-O only
+        (docker has no drop-in directory, and the module refuses the option for it). Must be absolute.
+      - For containerd, the module also makes sure that O(config_path) lists this exact path in its C(imports),
+        unless an absolute glob already there matches it (containerd expands entries containing C(*)). containerd
+        before 2.1 replaces a whole plugin table with the imported one, so the drop-in carries the entire CRI plugin
+        table of O(config_path) with the runtime added, and nothing else. Run the module again after changing the
+        CRI table of O(config_path), or the drop-in's older copy wins; the runtime's own C(config dump) tells.
+      - For CRI-O, which merges drop-in files key by key, the drop-in holds only the runtime's tables and
+        O(config_path) is neither read nor changed. NVIDIA's tools use C(/etc/crio/crio.conf.d/99-nvidia.toml).
+      - NVIDIA's tools use C(/etc/containerd/conf.d/99-nvidia.toml) for containerd.
+    type: path
+  runtime_name:
+    description: Name of the runtime in the configuration (a RuntimeClass C(handler) for Kubernetes).
+    type: str
+    default: nvidia
+  runtime_path:
+    description:
+      - The NVIDIA runtime executable. Must be absolute for containerd and CRI-O.
+      - For containerd this is the runc shim's C(options.BinaryName).
+    type: str
+    default: /usr/bin/nvidia-container-runtime
+  set_as_default:
+    description:
+      - Make the runtime the default (docker C(default-runtime), containerd C(default_runtime_name), CRI-O
+        C(default_runtime)), so that pods without a RuntimeClass get the GPUs, as the device plugin needs.
+      - With O(state=absent), the default is removed when it names O(runtime_name), whatever this option says.
+    type: bool
+    default: true
+  cdi:
+    description:
+      - Turn on CDI device injection, docker C(features.cdi) (docker 25 or later) and containerd C(enable_cdi) on the
+        CRI plugin.
+      - Ignored for CRI-O, which has no such switch (it always reads CDI specifications); the module warns.
+      - With O(state=absent) and V(true), C(features.cdi) or C(enable_cdi) is removed when it is V(true); nobody can
+        tell whether the module or a person set it, so leave this V(false) on removal to keep it.
+    type: bool
+    default: false
+  config_version:
+    description:
+      - containerd only (the module refuses any other value than V(auto) for docker and CRI-O).
+      - V(2) writes the containerd 1.x layout (CRI plugin C(io.containerd.grpc.v1.cri)), V(3) the containerd 2.x
+        layout (CRI runtime plugin C(io.containerd.cri.v1.runtime)).
+      - V(auto) reads the C(version) of O(config_path). When the file is missing or holds no settings, it asks
+        C(containerd --version) (1.x means V(2), 2.x means V(3)), and writes V(2) when there is no containerd binary.
+      - A file with settings but no C(version) is version 1 for containerd; the module refuses it (and V(version = 1))
+        rather than write a layout containerd would read differently. Migrate it first (C(containerd config migrate)).
+        An explicit V(2) or V(3) that differs from the file's C(version) is refused as well.
+    type: str
+    choices: ['auto', '2', '3']
+    default: auto
+  state:
+    description:
+      - V(present) registers the runtime.
+      - V(absent) removes the runtime's table, the default runtime setting when it names O(runtime_name) (the previous
+        default is not known, so none is restored and the runtime's built-in default applies), C(runtimes) (docker)
+        and any table left empty that had no header of its own, and C(features.cdi)/C(enable_cdi) as described for O(cdi).
+      - For a containerd drop-in, V(absent) removes the C(imports) entry equal to O(drop_in_path) (an C(imports) list
+        left empty stays, as V([])) and deletes the drop-in. For a CRI-O drop-in, it removes the runtime's tables
+        from the drop-in, and deletes the file when nothing else is left in it.
+    type: str
+    choices: [present, absent]
+    default: present
+  backup:
+    description:
+      - Before changing a file, copy it beside itself, named like M(ansible.builtin.copy)'s backups
+        (C(<file>.<pid>.<YYYY-MM-DD@HH:MM:SS>~)), keeping owner, group and mode. Every changed file that existed is
+        copied, the main config and the drop-in alike; see RV(backup_files).
+    type: bool
+    default: false
+  validate:
+    description:
+      - A command run before the live file is replaced, with C(%s) standing for the candidate file; the files are left
+        untouched when it exits non-zero. It is split like a shell command line but run without a shell.
+      - For containerd, C(%s) is always a main configuration. With O(drop_in_path), it is a temporary copy of
+        O(config_path), in the same directory, whose C(imports) name the candidate drop-in in place of O(drop_in_path)
+        (an absolute glob that matches it is expanded there as containerd would, in containerd's order), so the
+        command sees exactly the set of files containerd will load once the change is made. Without O(drop_in_path),
+        C(%s) is the candidate main configuration itself.
+      - When omitted for containerd and a C(containerd) binary is found, C(containerd --config %s config dump) is
+        used, and the module also checks in its output that the merged configuration has the runtime (with
+        C(BinaryName)), the default runtime and CDI as asked, so that a file imported later that replaces the CRI
+        table is caught. With a drop-in, it warns when the CRI settings containerd would load change in other ways.
+        This is skipped, with a warning, when the binary is containerd 1.x and the config is version 3.
+      - For a CRI-O drop-in, C(%s) is the candidate drop-in. For docker, C(dockerd --validate --config-file %s) does.
+      - Set to an empty string to skip validation. Nothing is validated in check mode.
+    type: str
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+requirements:
+  - tomlkit on the managed host, for containerd and CRI-O.
+attributes:
+  check_mode:
+    support: full
+    details: Nothing is written, and O(validate) is not run.
+  diff_mode:
+    support: full
+    details: One before/after entry per file that changes (two with a containerd drop-in).
+  idempotent:
+    description: Whether a second run with the same options changes nothing and reports no change.
+    support: full
+    details: A file that needs no change is not rewritten (its modification time stays the same).
+  platform:
+    platforms: posix
+notes:
+  - The module edits files only; restart the runtime (a handler on RV(restart_required)) for the change to take effect.
+  - For containerd, the new runtime copies the settings and C(options) of a template runtime, the default runtime
+    (C(default_runtime_name)), else C(runc), else C(crun), as long as it uses the runc shim; so C(SystemdCgroup = true)
+    is inherited. C(runtime_type) is C(io.containerd.runc.v2) and C(options.BinaryName) is O(runtime_path). An
+    existing runtime table of that name keeps its other settings; only those two are enforced.
+  - Malformed JSON or TOML fails with the file, line and column, and the file is left byte for byte as it was.
+seealso:
+  - name: nvidia-ctk runtime configure
+    description: NVIDIA's command that makes the same changes.
+    link: https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html
+  - module: ansible.builtin.copy
+"""
+
+EXAMPLES = r"""
+- name: Make the NVIDIA runtime docker's default
+  kubegpu.cluster.nvidia_runtime_config:
+    runtime: docker
+    backup: true
+  register: docker_runtime
+
+- name: Register the NVIDIA runtime with containerd through a drop-in, with CDI
+  kubegpu.cluster.nvidia_runtime_config:
+    runtime: containerd
+    drop_in_path: /etc/containerd/conf.d/99-nvidia.toml
+    cdi: true
+  notify: Restart containerd
+
+- name: Register it with containerd 2.x, in config.toml itself, without making it the default
+  kubegpu.cluster.nvidia_runtime_config:
+    runtime: containerd
+    config_version: "3"
+    set_as_default: false
+
+- name: Register it with CRI-O in its drop-in directory
+  kubegpu.cluster.nvidia_runtime_config:
+    runtime: crio
+    drop_in_path: /etc/crio/crio.conf.d/99-nvidia.toml
+
+- name: Validate a daemon.json with dockerd itself before it goes live
+  kubegpu.cluster.nvidia_runtime_config:
+    runtime: docker
+    validate: dockerd --validate --config-file %s
+
+- name: Remove the runtime from containerd again (drop-in deleted, imports entry removed)
+  kubegpu.cluster.nvidia_runtime_config:
+    runtime: containerd
+    drop_in_path: /etc/containerd/conf.d/99-nvidia.toml
+    state: absent
+"""
+
+RETURN = r"""
+config_path:
+  description: The file the settings were written to (or would be); the drop-in when O(drop_in_path) is given.
+  returned: always
+  type: str
+  sample: /etc/containerd/conf.d/99-nvidia.toml
+config_version:
+  description: The containerd config version written (V(2) or V(3)); C(null) for docker and CRI-O.
+  returned: always
+  type: int
+  sample: 2
+restart_required:
+  description:
+    - Whether a file changed on disk, so that the runtime must be restarted (or reloaded) to use it.
+    - In check mode, whether it would change.
+  returned: always
+  type: bool
+  sample: true
+changed_files:
+  description:
+    - Every file changed (or, in check mode, that would change), in the order they are written. With a containerd
+      drop-in, the drop-in comes first, then the main config (O(state=present)); the other way round for O(state=absent).
+    - A changed file without an entry in RV(backup_files) did not exist before (a rollback deletes it).
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/containerd/conf.d/99-nvidia.toml, /etc/containerd/config.toml]
+backup_file:
+  description: The backup of the file in RV(config_path), when there was one to take.
+  returned: when O(backup=true) and RV(config_path) existed and changed
+  type: str
+  sample: /etc/docker/daemon.json.2417.2026-11-22@07:49:12~
+backup_files:
+  description:
+    - Every backup taken, live file to backup. With a containerd drop-in this can hold both the main config and the
+      drop-in; restore them all to roll back.
+  returned: when O(backup=true)
+  type: dict
+  sample: {"/etc/containerd/config.toml": "/etc/containerd/config.toml.2417.2026-11-22@07:49:12~"}
+diff:
+  description:
+    - One entry per changed file (the first file's unchanged text when nothing changes), with C(before), C(after),
+      C(before_header) and C(after_header); a missing or deleted file's text is empty.
+  returned: in diff mode
+  type: list
+  elements: dict
+  sample: [{"before": "{}\n", "after": "{...}\n", "before_header": "/etc/docker/daemon.json", "after_header": "/etc/docker/daemon.json"}]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime_config import Host, failure, run
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            runtime=dict(type="str", required=True, choices=["docker", "containerd", "crio"]),
+            config_path=dict(type="path"),
+            drop_in_path=dict(type="path"),
+            runtime_name=dict(type="str", default="nvidia"),
+            runtime_path=dict(type="str", default="/usr/bin/nvidia-container-runtime"),
+            set_as_default=dict(type="bool", default=True),
+            cdi=dict(type="bool", default=False),
+            config_version=dict(type="str", default="auto", choices=["auto", "2", "3"]),
+            state=dict(type="str", default="present", choices=["present", "absent"]),
+            backup=dict(type="bool", default=False),
+            validate=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module.params, check_mode=module.check_mode, want_diff=module._diff, host=Host.from_module(module))
+    except Exception as exc:  # pylint: disable=broad-except  # typed errors become one message, bugs a traceback
+        module.fail_json(**failure(exc))
+    else:
+        module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

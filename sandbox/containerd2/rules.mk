@@ -1,0 +1,18 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+# A containerd 2.x binary, so the tests check config version 3 with containerd itself (Debian bookworm ships 1.6,
+# which reads version 2 only). Built from the Go module proxy, cached by version like the control plane binaries.
+# Included by the top-level Makefile (ROOT, CACHE_DIR).
+#   make containerd2    $(CONTAINERD2_BIN), built once per version
+
+CONTAINERD2_VERSION := 2.4.2
+CONTAINERD2_DIR := $(CACHE_DIR)/containerd/$(CONTAINERD2_VERSION)
+CONTAINERD2_BIN := $(CONTAINERD2_DIR)/bin/containerd
+
+.PHONY: containerd2
+containerd2: $(CONTAINERD2_BIN)
+
+$(CONTAINERD2_BIN):
+	mkdir -p $(CONTAINERD2_DIR)/bin
+	GOBIN=$(CONTAINERD2_DIR)/bin GOMODCACHE=$(CACHE_DIR)/go/mod GOCACHE=$(CACHE_DIR)/go/build GOFLAGS=-mod=mod \
+	  nice -n 10 go install -trimpath -ldflags='-s -w' github.com/containerd/containerd/v2/cmd/containerd@v$(CONTAINERD2_VERSION)
+	$@ --version | grep -q ' $(CONTAINERD2_VERSION)'
