@@ -53,7 +53,7 @@ docker-engine:
 node-images: docker-engine venv
 	$(PY) $(IMAGES_DIR)/node_images.py --root $(ROOT) --cache-dir $(IMAGES_CACHE) --build-dir $(BUILD)/images ensure
 
-nodes-up: node-images venv
+nodes-up: node-images apt-repo venv
 	$(IMAGES_PLAYBOOK) -e nodes_state=started
 
 nodes-down: venv
