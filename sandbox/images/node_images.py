@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -331,6 +332,22 @@ def save_images(key, cache):
             os.unlink(old)
 
 
+def _lock_within(handle, seconds, message):
+    """Take an exclusive lock on ``handle``, waiting for it at most ``seconds`` (the kernel wakes us, no polling)."""
+    def _expired(_signum, _frame):
+        raise TimeoutError(message)
+
+    previous = signal.signal(signal.SIGALRM, _expired)
+    signal.alarm(seconds)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+    except TimeoutError as exc:
+        raise ImageError(message) from exc
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def ensure(args):
     """Give the engine the node images of the current key, as cheaply as possible."""
     root = os.path.abspath(args.root)
@@ -343,15 +360,7 @@ def ensure(args):
     os.makedirs(cache, exist_ok=True)
     with open(os.path.join(cache, ".lock"), "w", encoding="utf-8") as lock:
         # One build at a time per cache (parallel make); a second run finds the images loaded.
-        deadline = time.monotonic() + LOCK_TIMEOUT
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError as exc:
-                if time.monotonic() > deadline:
-                    raise ImageError("another node image build held %s/.lock for %d s" % (cache, LOCK_TIMEOUT)) from exc
-                time.sleep(1)
+        _lock_within(lock, LOCK_TIMEOUT, "another node image build held %s/.lock for %d s" % (cache, LOCK_TIMEOUT))
         if images_loaded(key):
             log("images are up to date (key %s), loaded by a concurrent run" % key)
         else:
