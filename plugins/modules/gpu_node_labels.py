@@ -125,27 +125,18 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Read the GPUs of every node
-  hosts: gpu_nodes
-  tasks:
-    - name: Gather GPU facts
-      kubegpu.cluster.gpu_facts:
+# Run once (for example on localhost) after kubegpu.cluster.gpu_facts ran on every host of gpu_nodes.
+- name: Label all GPU nodes in one call
+  kubegpu.cluster.gpu_node_labels:
+    kubeconfig: /etc/kubernetes/admin.conf
+    nodes: "{{ dict(groups['gpu_nodes'] | zip(groups['gpu_nodes'] | map('extract', hostvars, ['ansible_facts', 'gpu']))) }}"
+    node_names:
+      gpu-01.example.com: gpu-01
+  register: labelled
 
-- name: Label the cluster from those facts
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Label all GPU nodes in one call
-      kubegpu.cluster.gpu_node_labels:
-        kubeconfig: /etc/kubernetes/admin.conf
-        nodes: "{{ dict(groups['gpu_nodes'] | zip(groups['gpu_nodes'] | map('extract', hostvars, ['ansible_facts', 'gpu']))) }}"
-        node_names:
-          gpu-01.example.com: gpu-01
-      register: labelled
-
-    - name: Show what changed
-      ansible.builtin.debug:
-        var: labelled.summary
+- name: Show what changed
+  ansible.builtin.debug:
+    var: labelled.summary
 
 - name: Remove every label this module set, on every node
   kubegpu.cluster.gpu_node_labels:
