@@ -1,0 +1,297 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: device_plugin_deploy
+short_description: Deploy the NVIDIA device plugin (and GPU feature discovery) to Kubernetes and wait for the GPUs
+version_added: 0.1.0
+description:
+  - "Renders the NVIDIA k8s-device-plugin as Kubernetes objects modelled on its static manifest (v0.20.0 by default):
+    a namespace, a ConfigMap holding the plugin's C(config.yaml) (C(version: v1), C(flags) and C(sharing) in the
+    plugin's own schema), the plugin DaemonSet reading it through E(CONFIG_FILE), and optionally a RuntimeClass and
+    GPU feature discovery with least-privilege RBAC."
+  - The options are checked with the plugin's own rules (replicas, MPS with MIG, resource names, devices, strategies)
+    before any API call, so a config the plugin would refuse never reaches the cluster.
+  - Objects are written with server-side apply (field manager C(kubegpu.cluster), conflicts forced). A hash of the
+    config is put in the pod template, so a config change rolls the plugin pods.
+  - With O(wait), watches the DaemonSet rollout and then every node in O(expected) until it advertises the expected
+    allocatable counts; on timeout it names each node that is short, its plugin pod's phase and last events.
+author:
+  - kubegpu.cluster contributors (@kubegpu)
+requirements:
+  - kubernetes (the Python client) on the host that runs the module.
+options:
+  kubeconfig:
+    description:
+      - Path to a kubeconfig file. Without it and O(context), the in-cluster service account is used (the default
+        kubeconfig outside a cluster). Its contents are never printed.
+    type: path
+  context:
+    description: The kubeconfig context to use; its current context by default.
+    type: str
+  namespace:
+    description:
+      - The namespace of the deployment. Created by the module when missing, and then marked with the annotation
+        C(kubegpu.cluster/created-by), so that O(state=absent) deletes it again; an existing namespace is used as is
+        and never deleted.
+    type: str
+    default: nvidia-device-plugin
+  version:
+    description: The device plugin release, used for the default O(image).
+    type: str
+    default: v0.20.0
+  image:
+    description: The image, for a private registry or mirror. Defaults to C(nvcr.io/nvidia/k8s-device-plugin:<version>).
+    type: str
+  image_pull_secrets:
+    description: Names of Secrets in O(namespace) to pull the image with.
+    type: list
+    elements: str
+    default: []
+  mig_strategy:
+    description: The plugin's C(flags.migStrategy).
+    type: str
+    choices: [none, single, mixed]
+    default: none
+  device_list_strategy:
+    description: The plugin's C(flags.plugin.deviceListStrategy), how devices are passed to containers.
+    type: list
+    elements: str
+    choices: [envvar, volume-mounts, cdi-annotations, cdi-cri]
+    default: [envvar]
+  device_id_strategy:
+    description: The plugin's C(flags.plugin.deviceIDStrategy).
+    type: str
+    choices: [uuid, index]
+    default: uuid
+  fail_on_init_error:
+    description: The plugin's C(flags.failOnInitError); V(false) lets the plugin run on nodes without GPUs.
+    type: bool
+    default: true
+  nvidia_driver_root:
+    description: The plugin's C(flags.nvidiaDriverRoot), where the driver is installed on the host.
+    type: str
+    default: /
+  sharing:
+    description: GPU sharing (the C(sharing) section of the config).
+    type: dict
+    suboptions:
+      strategy:
+        description:
+          - V(time-slicing) or V(mps) advertise every GPU O(sharing.replicas) times. MPS is refused with
+            O(mig_strategy=mixed) and sets C(flags.mpsRoot) to C(/run/nvidia/mps) (mounted from the host).
+        type: str
+        choices: [none, time-slicing, mps]
+        default: none
+      replicas:
+        description: Replicas per GPU, at least 2 (the plugin refuses fewer); the default for O(sharing.resources).
+        type: int
+      rename_by_default:
+        description: Advertise the shared resources as C(<name>.shared), for example C(nvidia.com/gpu.shared).
+        type: bool
+        default: false
+      fail_requests_greater_than_one:
+        description: Refuse containers that ask for more than one shared device (always on for MPS unless set).
+        type: bool
+      devices:
+        description:
+          - Which GPUs are shared, V(all), a count greater than 0, or a list of GPU indexes, C(gpu:mig) indexes or
+            C(GPU-)/C(MIG-) UUIDs. Note that v0.20.0 logs and ignores device subsets.
+        type: raw
+      resources:
+        description: Resources to share, each a dict with C(name), C(replicas) and C(devices); defaults to C(nvidia.com/gpu).
+        type: list
+        elements: dict
+  runtime_class:
+    description:
+      - Name of a RuntimeClass with handler C(nvidia) to create (unless one of that name exists) and to run the pods
+        with. Leave empty when the NVIDIA runtime is the container runtime's default.
+    type: str
+  node_selector:
+    description: The pods' nodeSelector.
+    type: dict
+    default: {"nvidia.com/gpu.present": "true"}
+  tolerations:
+    description: The pods' tolerations. Defaults to C(nvidia.com/gpu) Exists NoSchedule and C(CriticalAddonsOnly) Exists.
+    type: list
+    elements: dict
+  priority_class:
+    description: The pods' priorityClassName; an empty string for none.
+    type: str
+    default: system-node-critical
+  gfd:
+    description:
+      - Also deploy GPU feature discovery (same image, its own DaemonSet, C(flags.gfd) in the shared config). Its
+        ServiceAccount may only C(get), C(list), C(watch), C(create) and C(update) C(nodefeatures.nfd.k8s-sigs.io)
+        in O(namespace) (the NodeFeature objects NFD turns into node labels) and C(get) nodes.
+    type: bool
+    default: false
+  state:
+    description:
+      - V(present) applies the objects (and removes those of an earlier run no longer needed).
+      - V(absent) deletes exactly what the module created, found by label C(app.kubernetes.io/managed-by=kubegpu.cluster)
+        in O(namespace), the cluster-scoped ones by label C(kubegpu.cluster/namespace), and the namespace only when the
+        module created it.
+    type: str
+    choices: [present, absent]
+    default: present
+  wait:
+    description: Wait (with watches) for the rollout and O(expected), or with O(state=absent) for the pods to go.
+    type: bool
+    default: true
+  wait_timeout:
+    description: How long to wait in all, in seconds.
+    type: int
+    default: 300
+  expected:
+    description:
+      - Node name to a dict of resource name to count that the node must advertise as allocatable, for example
+        C(gpu-1) with C(nvidia.com/gpu) V(4). Names without a prefix get C(nvidia.com/). A count of 0 means absent.
+    type: dict
+    default: {}
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: A server-side dry run (C(dryRun=All)) tells what would change; objects in a namespace that does not exist
+      yet are reported as created.
+  diff_mode:
+    support: full
+    details: Before and after of every object that changes, without status and server-managed metadata.
+  platform:
+    platforms: posix
+notes:
+  - Changes are detected by comparing the live object before and after the apply, ignoring status, resourceVersion,
+    generation, managedFields and timestamps.
+seealso:
+  - module: kubegpu.cluster.nvidia_runtime_config
+  - name: NVIDIA k8s-device-plugin
+    description: The plugin's configuration file and manifests.
+    link: https://github.com/NVIDIA/k8s-device-plugin
+"""
+
+EXAMPLES = r"""
+- name: Deploy the device plugin and wait until gpu-1 advertises its 4 GPUs
+  kubegpu.cluster.device_plugin_deploy:
+    kubeconfig: ~/.kube/config
+    expected:
+      gpu-1:
+        nvidia.com/gpu: 4
+
+- name: Time-slice every GPU 4 ways, advertised as nvidia.com/gpu.shared, with a RuntimeClass
+  kubegpu.cluster.device_plugin_deploy:
+    runtime_class: nvidia
+    sharing:
+      strategy: time-slicing
+      replicas: 4
+      rename_by_default: true
+
+- name: MIG mixed with GPU feature discovery, from a private registry
+  kubegpu.cluster.device_plugin_deploy:
+    mig_strategy: mixed
+    gfd: true
+    image: registry.example.com/nvidia/k8s-device-plugin:v0.20.0
+    image_pull_secrets: [registry-example]
+
+- name: Remove it again
+  kubegpu.cluster.device_plugin_deploy:
+    state: absent
+"""
+
+RETURN = r"""
+objects:
+  description: Every object considered, with its C(kind), C(name), C(namespace) and C(action) (created, updated,
+    unchanged or deleted; in check mode what would happen).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"kind": "DaemonSet", "name": "nvidia-device-plugin-daemonset", "namespace": "nvidia-device-plugin",
+            "action": "created"}]
+config:
+  description: The rendered C(config.yaml) as data.
+  returned: always
+  type: dict
+  sample: {"version": "v1", "flags": {"migStrategy": "none", "failOnInitError": true, "nvidiaDriverRoot": "/",
+           "plugin": {"passDeviceSpecs": false, "deviceListStrategy": ["envvar"], "deviceIDStrategy": "uuid"}}}
+config_hash:
+  description: SHA-256 of the config file, also in the pod template annotation C(kubegpu.cluster/config-hash).
+  returned: always
+  type: str
+  sample: 3f1c0e9a6f7d1b2c4e5a69788f0d1c2b3a4e5f60718293a4b5c6d7e8f9012345
+namespace:
+  description: The namespace used.
+  returned: always
+  type: str
+  sample: nvidia-device-plugin
+resources:
+  description: Per node in O(expected), the C(nvidia.com/*) allocatable counts it advertises after the wait.
+  returned: always
+  type: dict
+  sample: {"gpu-1": {"nvidia.com/gpu": 4}}
+diff:
+  description: C(before) and C(after), each mapping C(Kind/namespace/name) to the object (null when absent).
+  returned: in diff mode
+  type: dict
+  sample: {"before": {"ConfigMap/nvidia-device-plugin/nvidia-device-plugin-config": null}, "after": {}}
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _device_plugin as dp
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import KUBERNETES_IMPORT_ERROR
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            namespace=dict(type="str", default=dp.DEFAULT_NAMESPACE),
+            version=dict(type="str", default=dp.DEVICE_PLUGIN_VERSION),
+            image=dict(type="str"),
+            image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),  # names, not secrets
+            mig_strategy=dict(type="str", default="none", choices=list(dp.MIG_STRATEGIES)),
+            device_list_strategy=dict(type="list", elements="str", default=["envvar"],
+                                      choices=list(dp.DEVICE_LIST_STRATEGIES)),
+            device_id_strategy=dict(type="str", default="uuid", choices=list(dp.DEVICE_ID_STRATEGIES)),
+            fail_on_init_error=dict(type="bool", default=True),
+            nvidia_driver_root=dict(type="str", default="/"),
+            sharing=dict(type="dict", options=dict(
+                strategy=dict(type="str", default="none", choices=list(dp.SHARING_STRATEGIES)),
+                replicas=dict(type="int"),
+                rename_by_default=dict(type="bool", default=False),
+                fail_requests_greater_than_one=dict(type="bool"),
+                devices=dict(type="raw"),
+                resources=dict(type="list", elements="dict"),
+            )),
+            runtime_class=dict(type="str"),
+            node_selector=dict(type="dict", default=dict(dp.DEFAULT_NODE_SELECTOR)),
+            tolerations=dict(type="list", elements="dict"),
+            priority_class=dict(type="str", default=dp.DEFAULT_PRIORITY_CLASS),
+            gfd=dict(type="bool", default=False),
+            state=dict(type="str", default="present", choices=["present", "absent"]),
+            wait=dict(type="bool", default=True),
+            wait_timeout=dict(type="int", default=300),
+            expected=dict(type="dict", default={}),
+        ),
+        supports_check_mode=True,
+    )
+    if KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    try:
+        result = dp.run(module.params, check_mode=module.check_mode, want_diff=module._diff)
+    except Exception as exc:  # pylint: disable=broad-except  # typed errors become one message, bugs a traceback
+        module.fail_json(**dp.failure(exc))
+    else:
+        module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""device_plugin_deploy end to end: `ansible localhost -m kubegpu.cluster.device_plugin_deploy` against the sandbox
+control plane, where the device-manager simulator makes nodes advertise what the real plugin would.
+
+The sandbox is shared with other tests, so every test uses its own namespace and its own node label (the module's
+node_selector) on the nodes it needs, and removes both afterwards.
+"""
+
+import collections
+import json
+import os
+import sys
+import subprocess
+import uuid
+
+import pytest
+from kubernetes import client
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
+MANAGED = "app.kubernetes.io/managed-by=kubegpu.cluster"
+PLUGIN_DS = "nvidia-device-plugin-daemonset"
+
+
+def module(args, check=False, diff=False):
+    """Run the module once; returns (rc, result)."""
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"))
+    cmd = [ANSIBLE, "localhost", "-m", "kubegpu.cluster.device_plugin_deploy", "-a", json.dumps(args),
+           "-e", "ansible_python_interpreter=" + sys.executable]
+    cmd += ["--check"] if check else []
+    cmd += ["--diff"] if diff else []
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, cwd=ROOT, timeout=600)
+    try:
+        result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError("no JSON result from ansible (rc %s):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr))
+    return proc.returncode, result
+
+
+@pytest.fixture
+def deploy(sandbox):
+    """``deploy(nodes)`` -> ``run(**options)``: a namespace and node label of this test's own; cleaned up after."""
+    ns = "dp-" + uuid.uuid4().hex[:8]
+    label = "kubegpu.test/dp-" + uuid.uuid4().hex[:8]
+    labelled = []
+
+    def make(nodes=()):
+        for node in nodes:
+            sandbox.core.patch_node(node, {"metadata": {"labels": {label: "true"}}})
+            labelled.append(node)
+
+        def run(check=False, diff=False, expect_rc=0, **options):
+            args = dict(kubeconfig=sandbox.kubeconfig, namespace=ns, node_selector={label: "true"}, wait_timeout=120)
+            args.update(options)
+            rc, result = module(args, check=check, diff=diff)
+            assert rc == expect_rc, result
+            return result
+        run.namespace = ns
+        return run
+
+    yield make
+    module(dict(kubeconfig=sandbox.kubeconfig, namespace=ns, state="absent", wait_timeout=120))
+    for node in labelled:
+        sandbox.core.patch_node(node, {"metadata": {"labels": {label: None}}})
+
+
+def _actions(result):
+    return dict(("%s/%s" % (o["kind"], o["name"]), o["action"]) for o in result["objects"])
+
+
+def _template_hash(sandbox, ns):
+    ds = sandbox.apps.read_namespaced_daemon_set(PLUGIN_DS, ns)
+    return ds.spec.template.metadata.annotations["kubegpu.cluster/config-hash"]
+
+
+def _pods(sandbox, ns):
+    return dict((p.metadata.name, p.metadata.annotations.get("kubegpu.cluster/config-hash"))
+                for p in sandbox.core.list_namespaced_pod(ns, label_selector=MANAGED).items
+                if not p.metadata.deletion_timestamp)
+
+
+def _allocatable(sandbox, node):
+    alloc = sandbox.core.read_node(node).status.allocatable or {}
+    return dict((k, int(v)) for k, v in alloc.items() if k.startswith("nvidia.com/"))
+
+
+def _managed_objects(sandbox, ns):
+    found = []
+    found += ["ConfigMap/" + o.metadata.name for o in sandbox.core.list_namespaced_config_map(ns, label_selector=MANAGED).items]
+    found += ["DaemonSet/" + o.metadata.name for o in sandbox.apps.list_namespaced_daemon_set(ns, label_selector=MANAGED).items]
+    found += ["ServiceAccount/" + o.metadata.name
+              for o in sandbox.core.list_namespaced_service_account(ns, label_selector=MANAGED).items]
+    return found
+
+
+def test_apply_reapply_then_time_slicing(sandbox, deploy):
+    run = deploy(["kg-v100"])
+    first = run(expected={"kg-v100": {"nvidia.com/gpu": 4}})
+    assert first["changed"] is True
+    assert _actions(first) == {"Namespace/" + run.namespace: "created",
+                               "ConfigMap/nvidia-device-plugin-config": "created", "DaemonSet/" + PLUGIN_DS: "created"}
+    assert first["resources"] == {"kg-v100": {"nvidia.com/gpu": 4}}
+    assert _allocatable(sandbox, "kg-v100")["nvidia.com/gpu"] == 4
+    assert _template_hash(sandbox, run.namespace) == first["config_hash"]
+
+    again = run(expected={"kg-v100": {"nvidia.com/gpu": 4}})
+    assert again["changed"] is False, again["objects"]
+    assert set(_actions(again).values()) == {"unchanged"}
+    pods_before = _pods(sandbox, run.namespace)
+
+    shared = run(sharing={"strategy": "time-slicing", "replicas": 4, "rename_by_default": True},
+                 expected={"kg-v100": {"nvidia.com/gpu.shared": 16, "nvidia.com/gpu": 0}}, diff=True)
+    assert shared["changed"] is True
+    assert shared["config_hash"] != first["config_hash"]
+    assert shared["config"]["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
+    assert _actions(shared)["ConfigMap/nvidia-device-plugin-config"] == "updated"
+    assert _actions(shared)["DaemonSet/" + PLUGIN_DS] == "updated"
+    assert shared["resources"] == {"kg-v100": {"nvidia.com/gpu.shared": 16}}
+    assert _template_hash(sandbox, run.namespace) == shared["config_hash"]
+    pods_after = _pods(sandbox, run.namespace)
+    assert pods_after and not set(pods_after) & set(pods_before), (pods_before, pods_after)  # rolled
+    assert set(pods_after.values()) == {shared["config_hash"]}
+    cm_key = "ConfigMap/%s/nvidia-device-plugin-config" % run.namespace
+    assert "timeSlicing" in shared["diff"]["after"][cm_key]["data"]["config.yaml"]
+    assert "timeSlicing" not in shared["diff"]["before"][cm_key]["data"]["config.yaml"]
+
+
+def _mig_counts(profile_name):
+    with open(os.path.join(ROOT, "sandbox", "profiles", profile_name + ".json")) as handle:
+        profile = json.load(handle)
+    counts = collections.Counter()
+    for device in profile["devices"]:
+        mig = device.get("mig") or {}
+        if mig.get("current"):
+            counts.update("nvidia.com/mig-" + m["profile"] for m in mig.get("devices", []))
+        else:
+            counts["nvidia.com/gpu"] += 1
+    return dict(counts)
+
+
+def test_mig_mixed_a100(sandbox, deploy):
+    run = deploy(["kg-a100"])
+    want = _mig_counts("a100x8-mig-mixed")
+    assert want, "the profile has MIG devices"
+    result = run(mig_strategy="mixed", expected={"kg-a100": want})
+    assert result["config"]["flags"]["migStrategy"] == "mixed"
+    assert result["resources"]["kg-a100"] == want
+    assert _allocatable(sandbox, "kg-a100") == want
+
+
+@pytest.mark.parametrize("options, option, words", [
+    ({"sharing": {"strategy": "time-slicing", "replicas": 1}}, "sharing.replicas", "must be >= 2"),
+    ({"sharing": {"strategy": "mps", "replicas": 2}, "mig_strategy": "mixed"}, "sharing.strategy", "mixed"),
+    ({"sharing": {"strategy": "time-slicing", "replicas": 2, "resources": [{"name": "Bad_Name"}]}},
+     "sharing.resources[0].name", "not a valid resource name"),
+    ({"sharing": {"strategy": "time-slicing", "replicas": 2, "devices": 0}}, "sharing.devices", "> 0"),
+])
+def test_invalid_config_is_refused_before_any_api_call(sandbox, deploy, options, option, words):
+    run = deploy()
+    result = run(expect_rc=2, **options)
+    assert result["msg"].startswith(option + ":") and words in result["msg"], result["msg"]
+    names = [n.metadata.name for n in sandbox.core.list_namespace().items]
+    assert run.namespace not in names
+    # And with an unreadable kubeconfig the same error comes: validation runs before connecting.
+    result = run(expect_rc=2, kubeconfig="/nonexistent/kubeconfig", **options)
+    assert result["msg"].startswith(option + ":"), result["msg"]
+
+
+def test_check_mode_changes_nothing(sandbox, deploy):
+    run = deploy(["kg-v100"])
+    check = run(check=True, diff=True)
+    assert check["changed"] is True
+    assert set(_actions(check).values()) == {"created"}
+    assert run.namespace not in [n.metadata.name for n in sandbox.core.list_namespace().items]
+
+    real = run(expected={"kg-v100": {"nvidia.com/gpu": 4}})
+    assert _actions(real) == _actions(check)
+    live_hash = _template_hash(sandbox, run.namespace)
+    pods = _pods(sandbox, run.namespace)
+
+    check2 = run(check=True, diff=True, sharing={"strategy": "time-slicing", "replicas": 5})
+    assert check2["changed"] is True
+    assert _actions(check2)["ConfigMap/nvidia-device-plugin-config"] == "updated"
+    assert _actions(check2)["DaemonSet/" + PLUGIN_DS] == "updated"
+    assert check2["diff"]["before"] and check2["diff"]["after"]
+    assert _template_hash(sandbox, run.namespace) == live_hash
+    assert _pods(sandbox, run.namespace) == pods
+    assert "timeSlicing" not in sandbox.core.read_namespaced_config_map("nvidia-device-plugin-config",
+                                                                        run.namespace).data["config.yaml"]
+    assert _allocatable(sandbox, "kg-v100")["nvidia.com/gpu"] == 4
+
+    same = run(check=True)
+    assert same["changed"] is False
+
+
+def test_absent_removes_exactly_what_it_created(sandbox, deploy):
+    run = deploy(["kg-t4"])
+    runtime_class = "nvidia-" + run.namespace
+    created = run(gfd=True, runtime_class=runtime_class)
+    kinds = set(o["kind"] for o in created["objects"])
+    assert {"RuntimeClass", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount"} <= kinds
+    ds = sandbox.apps.read_namespaced_daemon_set(PLUGIN_DS, run.namespace)
+    assert ds.spec.template.spec.runtime_class_name == runtime_class
+    # Something in the namespace the module did not make must survive.
+    sandbox.core.create_namespaced_config_map(run.namespace, {"metadata": {"name": "not-ours"}, "data": {"a": "b"}})
+
+    gone = run(state="absent")
+    assert gone["changed"] is True
+    assert set(o["action"] for o in gone["objects"]) == {"deleted"}
+    assert _managed_objects(sandbox, run.namespace) == []
+    assert sandbox.core.list_namespaced_pod(run.namespace, label_selector=MANAGED).items == []
+    assert runtime_class not in [o.metadata.name for o in client.NodeV1Api(sandbox.api_client).list_runtime_class().items]
+    rbac = client.RbacAuthorizationV1Api(sandbox.api_client)
+    assert [r.metadata.name for r in rbac.list_cluster_role(label_selector="kubegpu.cluster/namespace=" + run.namespace).items] == []
+    ns = [n for n in sandbox.core.list_namespace().items if n.metadata.name == run.namespace]
+    assert not ns or ns[0].metadata.deletion_timestamp  # the module created it, so it goes
+    assert run(state="absent")["changed"] is False
+
+
+def test_absent_keeps_a_namespace_it_did_not_create(sandbox, deploy, namespace):
+    run = deploy()
+    run(namespace=namespace)
+    gone = run(namespace=namespace, state="absent")
+    assert gone["changed"] is True
+    live = sandbox.core.read_namespace(namespace)
+    assert live.metadata.deletion_timestamp is None
+    assert _managed_objects(sandbox, namespace) == []
