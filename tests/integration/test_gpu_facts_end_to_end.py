@@ -7,24 +7,18 @@ __metaclass__ = type
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+from ansible_cli import run_module
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROFILES = os.path.join(ROOT, "sandbox", "profiles")
-ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
 
 
 def gpu_facts(env_extra):
-    env = dict((k, v) for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_PROFILE"))
-    env.update(ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"), **env_extra)
-    proc = subprocess.run([ANSIBLE, "localhost", "-m", "kubegpu.cluster.gpu_facts", "-e", "ansible_python_interpreter=" + sys.executable],
-                          env=env, capture_output=True, text=True, check=False, cwd=ROOT)
-    result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    assert proc.returncode == 0, result
+    code, result = run_module("kubegpu.cluster.gpu_facts", env=env_extra)
+    assert code == 0, result
     return result["ansible_facts"]["gpu"]
 
 

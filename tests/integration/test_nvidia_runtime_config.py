@@ -10,14 +10,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 import tomlkit
 
+from ansible_cli import run_module
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "runtime")
-ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
 MODULE = "kubegpu.cluster.nvidia_runtime_config"
 BIN = "/usr/bin/nvidia-container-runtime"
 CRI = "io.containerd.grpc.v1.cri"
@@ -34,20 +34,8 @@ needs_containerd2 = pytest.mark.skipif(not CONTAINERD2 or not os.access(CONTAINE
 
 def module(args, check=False, diff=False, path_first=None):
     """Run the module once; returns (rc, the host's result). ``path_first``: a directory put first on PATH."""
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"), ANSIBLE_LOCALHOST_WARNING="0",
-               ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-    if path_first:
-        env["PATH"] = path_first + os.pathsep + env.get("PATH", "")
-    command = [ANSIBLE, "localhost", "-m", MODULE, "-a", json.dumps(args), "-e", "ansible_python_interpreter=" + sys.executable]
-    command += ["--check"] if check else []
-    command += ["--diff"] if diff else []
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=ROOT, timeout=300)
-    try:
-        result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    except (ValueError, KeyError, IndexError):
-        raise AssertionError("no JSON result from ansible (rc %d):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr))
-    return proc.returncode, result
+    env = {"PATH": path_first + os.pathsep + os.environ.get("PATH", "")} if path_first else None
+    return run_module(MODULE, args, check=check, diff=diff, env=env, timeout=300)
 
 
 def seed(directory, fixture, name=None, mode=0o644, owner=None):

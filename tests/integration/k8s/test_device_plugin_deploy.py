@@ -9,33 +9,21 @@ node_selector) on the nodes it needs, and removes both afterwards.
 import collections
 import json
 import os
-import sys
-import subprocess
 import uuid
 
 import pytest
 from kubernetes import client
 
+from ansible_cli import run_module
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
 MANAGED = "app.kubernetes.io/managed-by=kubegpu.cluster"
 PLUGIN_DS = "nvidia-device-plugin-daemonset"
 
 
 def module(args, check=False, diff=False):
     """Run the module once; returns (rc, result)."""
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"))
-    cmd = [ANSIBLE, "localhost", "-m", "kubegpu.cluster.device_plugin_deploy", "-a", json.dumps(args),
-           "-e", "ansible_python_interpreter=" + sys.executable]
-    cmd += ["--check"] if check else []
-    cmd += ["--diff"] if diff else []
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, cwd=ROOT, timeout=600)
-    try:
-        result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    except (ValueError, KeyError, IndexError):
-        raise AssertionError("no JSON result from ansible (rc %s):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr))
-    return proc.returncode, result
+    return run_module("kubegpu.cluster.device_plugin_deploy", args, check=check, diff=diff)
 
 
 @pytest.fixture
