@@ -23,6 +23,7 @@ try:
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
     from urllib3.exceptions import HTTPError as _Urllib3Error
+    from yaml import YAMLError as _YAMLError
     KUBERNETES_IMPORT_ERROR = None
 except ImportError:
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
@@ -41,6 +42,9 @@ except ImportError:
         pass
 
     class _Urllib3Error(Exception):
+        pass
+
+    class _YAMLError(Exception):
         pass
 
 IGNORED_METADATA = ("resourceVersion", "generation", "managedFields", "creationTimestamp", "uid", "selfLink",
@@ -64,6 +68,7 @@ class WaitTimeout(K8sError):
 def api_error_text(exc):
     """The API server's own message for an error, in one line (never request headers or credentials)."""
     status = getattr(exc, "status", None)
+    reason = getattr(exc, "reason", None)
     body = getattr(exc, "body", None)
     summary = getattr(exc, "summary", None)
     text = None
@@ -78,27 +83,42 @@ def api_error_text(exc):
             text = json.loads(body).get("message")
         except Exception:  # pylint: disable=broad-except
             text = None
-    text = text or getattr(exc, "reason", None) or str(exc).splitlines()[0]
-    return "HTTP %s: %s" % (status, text) if status else str(text)
+    if not status:
+        return str(text or reason or str(exc).splitlines()[0])
+    head = "HTTP %s %s" % (status, reason) if reason else "HTTP %s" % status
+    return "%s: %s" % (head, text) if text else head
 
 
-def connect(kubeconfig=None, context=None):
+def connect(kubeconfig=None, context=None, pool_size=None):
     """An ApiClient: from ``kubeconfig``/``context`` when either is given, else the in-cluster service account
-    (falling back to the default kubeconfig outside a cluster). Errors never quote the file's contents."""
+    (falling back to the default kubeconfig outside a cluster). ``pool_size``: HTTP connections kept per host, for
+    callers that send requests in parallel. Errors never quote the file's contents."""
     if KUBERNETES_IMPORT_ERROR:
         raise K8sError("the kubernetes Python library is required", exception=KUBERNETES_IMPORT_ERROR)
+    configuration = _client.Configuration()
     try:
         if kubeconfig or context:
-            return _config.new_client_from_config(config_file=kubeconfig, context=context)
-        try:
-            _config.load_incluster_config()
-            return _client.ApiClient()
-        except _config.ConfigException:
-            return _config.new_client_from_config()
-    except (_config.ConfigException, OSError, ValueError, TypeError) as exc:
+            _config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration,
+                                     persist_config=False)
+        else:
+            try:
+                _config.load_incluster_config(client_configuration=configuration)
+            except _config.ConfigException:
+                _config.load_kube_config(client_configuration=configuration, persist_config=False)
+    except (_config.ConfigException, OSError, ValueError, TypeError, _YAMLError) as exc:
         where = "kubeconfig %s" % kubeconfig if kubeconfig else "the default kubeconfig / in-cluster config"
-        reason = type(exc).__name__ if not isinstance(exc, _config.ConfigException) else str(exc).splitlines()[0]
+        if isinstance(exc, _YAMLError):
+            # only the position: a parser's message can quote the file, and a kubeconfig holds credentials
+            mark = getattr(exc, "problem_mark", None)
+            reason = "not valid YAML" + (" (line %d, column %d)" % (mark.line + 1, mark.column + 1) if mark else "")
+        elif isinstance(exc, _config.ConfigException):
+            reason = str(exc).splitlines()[0]
+        else:
+            reason = type(exc).__name__
         raise K8sError("cannot load %s%s: %s" % (where, " (context %s)" % context if context else "", reason))
+    if pool_size:
+        configuration.connection_pool_maxsize = max(int(pool_size), 1)
+    return _client.ApiClient(configuration)
 
 
 def key(obj):

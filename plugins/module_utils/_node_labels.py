@@ -19,20 +19,18 @@ import traceback
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _k8s
+
 try:
-    from kubernetes import client as k8s_client, config as k8s_config
+    from kubernetes import client as k8s_client
     from kubernetes.client.rest import ApiException
-    from kubernetes.config.config_exception import ConfigException
     KUBERNETES_IMPORT_ERROR = None
 except ImportError:
-    k8s_client = k8s_config = None
+    k8s_client = None
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
 
     class ApiException(Exception):  # stand-in so that ``except ApiException`` works without the library
         status = None
-
-    class ConfigException(Exception):
-        pass
 
 try:
     from urllib3.exceptions import HTTPError as _Urllib3Error
@@ -258,33 +256,13 @@ def resolve_node_names(nodes, node_names):
 # The client layer.
 
 
-def api_client(kubeconfig=None, context=None, pool_size=8):
-    """A kubernetes ApiClient: from ``kubeconfig``/``context`` when given, else in-cluster, else the default
-    kubeconfig ($KUBECONFIG or ~/.kube/config). The file's content never goes into an error message."""
-    configuration = k8s_client.Configuration()
+def core_api(kubeconfig=None, context=None, pool_size=8):
+    """The core API, connected the collection's one way (``_k8s.connect``) with a connection pool as wide as our
+    parallel patches."""
     try:
-        if kubeconfig or context:
-            k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration,
-                                        persist_config=False)
-        else:
-            try:
-                k8s_config.load_incluster_config(client_configuration=configuration)
-            except ConfigException:
-                k8s_config.load_kube_config(client_configuration=configuration, persist_config=False)
-    except (ConfigException, OSError, TypeError, ValueError) as exc:
-        raise ClusterError("cannot load the Kubernetes client configuration%s: %s"
-                           % (" from %s" % kubeconfig if kubeconfig else "", exc))
-    configuration.connection_pool_maxsize = max(pool_size, 1)
-    return k8s_client.ApiClient(configuration)
-
-
-def _api_error_text(exc):
-    body = getattr(exc, "body", None)
-    try:
-        message = json.loads(body).get("message")
-    except (TypeError, ValueError, AttributeError):
-        message = None
-    return "HTTP %s %s%s" % (exc.status, getattr(exc, "reason", "") or "", ": " + message if message else "")
+        return k8s_client.CoreV1Api(_k8s.connect(kubeconfig, context, pool_size=pool_size))
+    except _k8s.K8sError as exc:
+        raise ClusterError(str(exc))
 
 
 def _retry_after(exc, default):
@@ -317,7 +295,7 @@ class NodeLabeller(object):
                 return json.loads(response.data)
             except ApiException as exc:
                 retriable = exc.status in RETRY_STATUSES or not exc.status
-                error = _api_error_text(exc)
+                error = _k8s.api_error_text(exc)
                 status = exc.status
                 pause = _retry_after(exc, delay)
             except (_Urllib3Error, OSError) as exc:

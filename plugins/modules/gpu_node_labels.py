@@ -234,9 +234,8 @@ def main():
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=_node_labels.KUBERNETES_IMPORT_ERROR)
     params = module.params
     try:
-        api = _node_labels.api_client(params["kubeconfig"], params["context"], pool_size=params["concurrency"])
-        labeller = _node_labels.NodeLabeller(_node_labels.k8s_client.CoreV1Api(api), timeout=params["request_timeout"],
-                                             retries=params["retries"])
+        core = _node_labels.core_api(params["kubeconfig"], params["context"], pool_size=params["concurrency"])
+        labeller = _node_labels.NodeLabeller(core, timeout=params["request_timeout"], retries=params["retries"])
         result = _node_labels.run(params, labeller, check_mode=module.check_mode, want_diff=module._diff)
     except Exception as exc:  # pylint: disable=broad-except  # typed errors become one message, bugs a traceback
         module.fail_json(**_node_labels.failure(exc))

@@ -110,3 +110,18 @@ def test_wait_survives_a_disconnect(fake_watch):
     fake_watch.events = [[OSError("reset")], [{"type": "ADDED", "object": node("n1", 4)}]]
     client = _k8s.Client(dynamic=FakeDynamic(FakeResource([[node("n1", 0)], [node("n1", 0)]])))
     assert done(client.wait("v1", "Node", done, 10))
+
+
+def test_connect_reports_a_broken_kubeconfig_by_position_without_its_contents(tmp_path):
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("token: do-not-print-me\nclusters: [unclosed\n")
+    with pytest.raises(_k8s.K8sError) as info:
+        _k8s.connect(str(broken))
+    message = str(info.value)
+    assert message.startswith("cannot load kubeconfig %s: not valid YAML (line " % broken)
+    assert "do-not-print-me" not in message and "unclosed" not in message
+
+
+def test_connect_reports_a_missing_kubeconfig():
+    with pytest.raises(_k8s.K8sError, match="cannot load kubeconfig /nonexistent/kubeconfig"):
+        _k8s.connect("/nonexistent/kubeconfig")
