@@ -78,8 +78,8 @@ fake-pci: venv
 
 # --- The two commands
 .PHONY: demo test test-static test-molecule test-python clean
-demo: venv fakenvml node-images nodes-up
-	$(VENV)/bin/ansible-playbook -i $(SANDBOX)/inventory sandbox/demo.yml
+demo: venv fakenvml node-images nodes-up sandbox-up
+	$(VENV)/bin/ansible-playbook -i $(SANDBOX)/inventory -i sandbox/inventory/k8s_api.yml sandbox/demo.yml
 	@echo; cat $(SANDBOX)/demo-report.txt
 	@echo; echo "The same as JSON: $(SANDBOX)/demo-summary.json"
 

@@ -648,3 +648,79 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
 
 def _default_client(params):
     return _k8s.Client(_k8s.connect(params.get("kubeconfig"), params.get("context")), field_manager=FIELD_MANAGER)
+
+
+def _fact_devices(gpu):
+    """The healthy GPUs of a ``gpu`` fact (the plugin only advertises devices NVML answers for)."""
+    return [d for d in (gpu or {}).get("devices") or [] if d.get("uuid") or d.get("name")]
+
+
+def expected_from_fact(config, gpu, node="node"):
+    """What a node with the ``gpu`` fact advertises under ``config`` (:func:`build_config`'s result), as
+    ``{resource: count}``, following the plugin's rules; ``{}`` for a node without GPUs. Raises
+    :class:`DevicePluginConfigError` for a node the plugin would refuse (mixed MIG layouts with ``single``, MPS on MIG
+    devices), naming the node."""
+    gpu = gpu or {}
+    if not gpu.get("present") or not gpu.get("count"):
+        return {}
+    flags = config.get("flags") or {}
+    mig_strategy = flags.get("migStrategy") or "none"
+    devices = _fact_devices(gpu)
+    counts = {}
+
+    def add(name, number=1):
+        counts[name] = counts.get(name, 0) + number
+
+    mig_on = [d for d in devices if ((d.get("mig") or {}).get("current"))]
+    if mig_strategy != "none":
+        for device in mig_on:
+            if not (device.get("mig") or {}).get("devices"):
+                raise DevicePluginConfigError("mig_strategy", "node %s: GPU %s has MIG mode on but no MIG devices, which "
+                                                              "the plugin refuses: create MIG devices or turn MIG off"
+                                              % (node, device.get("index", "?")))
+    if mig_strategy == "none" or not mig_on:
+        add(RESOURCE_PREFIX + "/gpu", len(devices))
+    elif mig_strategy == "single":
+        if len(mig_on) != len(devices):
+            raise DevicePluginConfigError("mig_strategy", "node %s mixes GPUs with MIG on and off, which the single "
+                                                          "strategy refuses: use mixed" % node)
+        profiles = set(m.get("profile") for d in mig_on for m in (d.get("mig") or {}).get("devices") or [])
+        if len(profiles) > 1:
+            raise DevicePluginConfigError("mig_strategy", "node %s has MIG devices of several profiles (%s), which the "
+                                                          "single strategy refuses: use mixed"
+                                          % (node, ", ".join(sorted(profiles))))
+        add(RESOURCE_PREFIX + "/gpu", sum(len((d.get("mig") or {}).get("devices") or []) for d in mig_on))
+    else:
+        for device in devices:
+            mig = device.get("mig") or {}
+            if mig.get("current"):
+                for part in mig.get("devices") or []:
+                    add("%s/mig-%s" % (RESOURCE_PREFIX, part.get("profile")))
+            else:
+                add(RESOURCE_PREFIX + "/gpu")
+    counts = dict((k, v) for k, v in counts.items() if v > 0)
+    sharing = config.get("sharing") or {}
+    for strategy, section in sharing.items():
+        if strategy == "mps" and mig_on and mig_strategy != "none":
+            raise DevicePluginConfigError("sharing.strategy", "node %s has MIG devices, and MPS sharing is not "
+                                                              "supported for MIG devices" % node)
+        shared = {}
+        for res in section.get("resources") or []:
+            have = counts.pop(res["name"], 0)
+            if not have:
+                continue
+            target = res["name"] + ".shared" if section.get("renameByDefault") else res["name"]
+            shared[target] = shared.get(target, 0) + have * res["replicas"]
+        counts.update(shared)
+    return dict(sorted(counts.items()))
+
+
+def expected_from_facts(params, facts):
+    """``{node: {resource: count}}`` for every node of ``facts`` (node name to ``gpu`` fact) that has GPUs."""
+    config = build_config(params)
+    out = {}
+    for node, gpu in sorted((facts or {}).items()):
+        counts = expected_from_fact(config, gpu, node)
+        if counts:
+            out[node] = counts
+    return out

@@ -1,0 +1,82 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: gpu_expected_resources
+short_description: What each node will advertise once the NVIDIA device plugin runs, from its GPU facts
+version_added: 0.1.0
+author:
+  - kubegpu.cluster contributors (@kubegpu)
+description:
+  - Takes node name to C(gpu) fact (as M(kubegpu.cluster.gpu_facts) returns it) and the device plugin's MIG strategy
+    and sharing options, and returns node name to the C(nvidia.com/*) allocatable counts the plugin will advertise,
+    following the plugin's rules. Nodes without GPUs are left out. The result is what
+    M(kubegpu.cluster.device_plugin_deploy) takes as O(kubegpu.cluster.device_plugin_deploy#module:expected).
+  - "C(none): one C(nvidia.com/gpu) per GPU, MIG or not. C(single): C(nvidia.com/gpu) per MIG device when every GPU
+    has MIG on with one profile (anything else is refused, as the plugin refuses it). C(mixed): C(nvidia.com/mig-<profile>)
+    per MIG device plus C(nvidia.com/gpu) per GPU with MIG off."
+  - Time-slicing and MPS multiply each shared resource by its replicas, renamed to C(<name>.shared) with
+    C(rename_by_default).
+options:
+  _input:
+    description: Node name to C(gpu) fact.
+    type: dict
+    required: true
+  mig_strategy:
+    description: The device plugin's MIG strategy.
+    type: str
+    choices: [none, single, mixed]
+    default: none
+  sharing:
+    description: The O(kubegpu.cluster.device_plugin_deploy#module:sharing) option of the deploy module.
+    type: dict
+  node_names:
+    description: Inventory name to Kubernetes node name, for hosts whose names differ; the result uses node names.
+    type: dict
+"""
+
+EXAMPLES = r"""
+- name: Deploy the plugin and wait until every GPU node advertises what its GPUs give
+  kubegpu.cluster.device_plugin_deploy:
+    sharing: "{{ sharing }}"
+    expected: "{{ facts_by_node | kubegpu.cluster.gpu_expected_resources(sharing=sharing) }}"
+  vars:
+    sharing: {strategy: time-slicing, replicas: 4}
+    facts_by_node: "{{ dict(groups['gpu_nodes'] | zip(groups['gpu_nodes'] | map('extract', hostvars, ['ansible_facts', 'gpu']))) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Node name to resource name to count.
+  type: dict
+  sample: {"gpu-1": {"nvidia.com/gpu": 16}}
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _device_plugin
+
+
+def gpu_expected_resources(facts, mig_strategy="none", sharing=None, node_names=None):
+    if not isinstance(facts, dict):
+        raise AnsibleFilterError("gpu_expected_resources: expects node name to gpu fact, got %s" % type(facts).__name__)
+    for node, gpu in facts.items():
+        if not isinstance(gpu, dict) or "present" not in gpu:
+            raise AnsibleFilterError("gpu_expected_resources: %s has no gpu fact (run kubegpu.cluster.gpu_facts on it "
+                                     "first)" % node)
+    names = node_names or {}
+    facts = dict((names.get(host) or host, gpu) for host, gpu in facts.items())
+    try:
+        return _device_plugin.expected_from_facts({"mig_strategy": mig_strategy, "sharing": sharing}, facts)
+    except _device_plugin.DevicePluginConfigError as exc:
+        raise AnsibleFilterError("gpu_expected_resources: %s" % exc)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"gpu_expected_resources": gpu_expected_resources}

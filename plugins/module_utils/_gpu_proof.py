@@ -1,0 +1,313 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""The proof workload: Jobs that each ask for one GPU, watched until they finish, their logs checked, and always
+removed again. The object rendering and the verdicts are pure functions; :class:`Proof` makes the API calls."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import re
+
+try:
+    from kubernetes.client import CoreV1Api
+except ImportError:
+    CoreV1Api = None
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _k8s
+
+DEFAULT_NAMESPACE = "gpu-validation"
+DEFAULT_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+DEFAULT_PATTERN = "Test PASSED"
+FIELD_MANAGER = "kubegpu.cluster/gpu-proof"
+LABEL_PROOF = "kubegpu.cluster/gpu-proof"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+ANNOTATION_CREATED_NAMESPACE = "kubegpu.cluster/created-by"
+RESOURCE_PREFIX = "nvidia.com/"
+# Which advertised resource a proof asks for when none is named: a whole GPU first, then a shared one, then MIG.
+RESOURCE_PREFERENCE = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
+DEFAULT_TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+# What a pod that cannot start says, and what to do about it.
+_HINTS = (
+    ("Insufficient nvidia.com", "no node has a free GPU of that resource: check that the device plugin runs on the GPU "
+                                "nodes and that they advertise it (kubectl describe node, Allocatable)"),
+    ("untolerated taint", "the GPU nodes are tainted: add a matching toleration (gpu_validation_tolerations)"),
+    ("didn't match Pod's node affinity/selector", "no node matches the proof's node selector"),
+    ("could not load NVML", "the pod did not run under the NVIDIA runtime: make nvidia the default runtime "
+                            "(kubegpu.cluster.container_toolkit) or set a runtime class"),
+    ("ErrImagePull", "the image cannot be pulled: mirror it and set gpu_validation_image"),
+    ("ImagePullBackOff", "the image cannot be pulled: mirror it and set gpu_validation_image"),
+    ("UnexpectedAdmissionError", "the kubelet refused the pod at admission (shared GPUs: ask for one device only)"),
+)
+
+
+class ProofError(Exception):
+    """Bad options; names the option."""
+
+    def __init__(self, option, message):
+        self.option = option
+        self.message = message
+        super(ProofError, self).__init__("%s: %s" % (option, message))
+
+
+def advertised(node):
+    """``{resource: count}`` of a node's ``nvidia.com/*`` allocatable."""
+    alloc = ((node or {}).get("status") or {}).get("allocatable") or {}
+    out = {}
+    for name, value in sorted(alloc.items()):
+        if name.startswith(RESOURCE_PREFIX):
+            try:
+                out[name] = int(str(value))
+            except ValueError:
+                continue
+    return out
+
+
+def pick_resource(resources):
+    """The resource a proof on a node with ``resources`` (``{name: count}``) asks for, or None."""
+    have = dict((k, v) for k, v in resources.items() if v > 0)
+    for name in RESOURCE_PREFERENCE:
+        if name in have:
+            return name
+    mig = sorted(k for k in have if k.startswith(RESOURCE_PREFIX + "mig-"))
+    return mig[0] if mig else (sorted(have)[0] if have else None)
+
+
+def job_name(node):
+    """A stable, valid Job name per node (``None``: the cluster-wide proof)."""
+    if node is None:
+        return "gpu-proof"
+    slug = re.sub(r"[^a-z0-9-]+", "-", node.lower()).strip("-")[:40].strip("-")
+    return "gpu-proof-%s-%s" % (slug, hashlib.sha256(node.encode("utf-8")).hexdigest()[:6])
+
+
+def render_job(params, namespace, node, resource):
+    """The Job for one proof: one container asking for one ``resource``, no retries, pinned to ``node`` if given."""
+    container = {
+        "name": "gpu-proof",
+        "image": params.get("image") or DEFAULT_IMAGE,
+        "resources": {"limits": {resource: 1}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+    if params.get("command"):
+        container["command"] = list(params["command"])
+    if params.get("args"):
+        container["args"] = list(params["args"])
+    spec = {
+        "restartPolicy": "Never",
+        "tolerations": params.get("tolerations") if params.get("tolerations") is not None else DEFAULT_TOLERATIONS,
+        "containers": [container],
+    }
+    if node is not None:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    if params.get("runtime_class"):
+        spec["runtimeClassName"] = params["runtime_class"]
+    if params.get("image_pull_secrets"):
+        spec["imagePullSecrets"] = [{"name": n} for n in params["image_pull_secrets"]]
+    labels = {LABEL_MANAGED_BY: "kubegpu.cluster", LABEL_PROOF: "true"}
+    name = job_name(node)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": max(int(params.get("timeout") or 300), 1),
+            "ttlSecondsAfterFinished": 600,  # a safety net: the module deletes the Job itself
+            "template": {"metadata": {"labels": dict(labels, **{"kubegpu.cluster/gpu-proof-job": name})}, "spec": spec},
+        },
+    }
+
+
+def job_finished(job):
+    """``(done, succeeded)`` from a Job's conditions."""
+    for cond in ((job or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("status") != "True":
+            continue
+        if cond.get("type") == "Complete":
+            return True, True
+        if cond.get("type") == "Failed":
+            return True, False
+    return False, False
+
+
+def hint(text):
+    """The action for a known failure message, or an empty string."""
+    for needle, action in _HINTS:
+        if needle in (text or ""):
+            return action
+    return ""
+
+
+def plan(params, nodes):
+    """``[(node, resource)]``: the proofs to run. ``nodes`` maps every node name to its advertised resources."""
+    resource = params.get("resource")
+    if resource and not resource.startswith(RESOURCE_PREFIX):
+        resource = RESOURCE_PREFIX + resource
+    wanted = params.get("nodes")
+    if not wanted and params.get("per_node"):
+        wanted = sorted(n for n, res in nodes.items() if any(c > 0 for c in res.values()))
+        if not wanted:
+            raise _k8s.K8sError("no node advertises an nvidia.com resource, so no GPU workload can run: check that "
+                                "the device plugin runs on the GPU nodes (kubegpu.cluster.device_plugin)",
+                                allocatable=nodes)
+    if not wanted:
+        if resource:
+            return [(None, resource)]
+        cluster = {}
+        for resources in nodes.values():
+            for name, count in resources.items():
+                cluster[name] = cluster.get(name, 0) + count
+        picked = pick_resource(cluster)
+        if picked is None:
+            raise _k8s.K8sError("no node advertises an nvidia.com resource, so no GPU workload can run: check that "
+                                "the device plugin runs on the GPU nodes (kubegpu.cluster.device_plugin)",
+                                allocatable=nodes)
+        return [(None, picked)]
+    out = []
+    for node in wanted:
+        if node not in nodes:
+            raise ProofError("nodes", "node '%s' is not in the cluster" % node)
+        picked = resource or pick_resource(nodes[node])
+        if picked is None:
+            raise _k8s.K8sError("node %s advertises no nvidia.com resource, so no GPU workload can run there: check "
+                                "its device plugin pod (kubectl -n <namespace> get pods -o wide)" % node,
+                                allocatable=nodes)
+        out.append((node, picked))
+    return out
+
+
+def core_api(api_client):
+    """The typed core API (pod logs are not served by the dynamic client's verbs)."""
+    return CoreV1Api(api_client) if CoreV1Api is not None else None
+
+
+class Proof(object):
+    """One run: create the Jobs, wait, read the logs, always delete."""
+
+    def __init__(self, params, client, core=None):
+        self.params = params
+        self.client = client
+        self.core = core
+        self.namespace = params.get("namespace") or DEFAULT_NAMESPACE
+        self.created_namespace = False
+
+    def nodes(self):
+        return dict((n["metadata"]["name"], advertised(n)) for n in self.client.list("v1", "Node"))
+
+    def _ensure_namespace(self, dry_run):
+        if self.client.get("v1", "Namespace", self.namespace) is not None:
+            return
+        obj = {"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": self.namespace, "labels": {LABEL_MANAGED_BY: "kubegpu.cluster"},
+                            "annotations": {ANNOTATION_CREATED_NAMESPACE: "gpu_proof"}}}
+        self.client.apply(obj, dry_run=dry_run)
+        self.created_namespace = not dry_run
+
+    def _pods(self, job):
+        return self.client.list("v1", "Pod", namespace=self.namespace,
+                                label_selector="kubegpu.cluster/gpu-proof-job=%s" % job)
+
+    def _events(self, name):
+        events = self.client.list("v1", "Event", namespace=self.namespace, field_selector="involvedObject.name=%s" % name)
+        events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+        return ["%s: %s" % (e.get("reason"), e.get("message")) for e in events[-3:]]
+
+    def _log(self, pod):
+        """``(text, None)`` or ``(None, why)``."""
+        if self.core is None:
+            return None, "no log reader"
+        try:
+            text = self.core.read_namespaced_pod_log(pod, self.namespace, container="gpu-proof", _request_timeout=30)
+        except _k8s._TRANSIENT as exc:  # pylint: disable=catching-non-exception,protected-access
+            return None, _k8s.api_error_text(exc)
+        return text or "", None
+
+    def _verdict(self, node, resource, job):
+        name = job["metadata"]["name"]
+        done, succeeded = job_finished(job)
+        pods = self._pods(name)
+        pod = pods[-1] if pods else None
+        pod_name = pod["metadata"]["name"] if pod else None
+        status = (pod or {}).get("status") or {}
+        result = {"node": node if node is not None else (pod or {}).get("spec", {}).get("nodeName"),
+                  "resource": resource, "job": name, "pod": pod_name, "phase": status.get("phase"),
+                  "succeeded": bool(done and succeeded), "log_checked": False, "passed": False}
+        events = self._events(pod_name) if pod_name else []
+        if not done:
+            waiting = [c.get("state", {}).get("waiting", {}) for c in status.get("containerStatuses") or []]
+            why = "; ".join("%s: %s" % (w.get("reason"), w.get("message")) for w in waiting if w.get("reason"))
+            conditions = [c.get("message") for c in status.get("conditions") or [] if c.get("message")]
+            text = "; ".join(x for x in [why] + conditions + events if x) or "no pod was created"
+            result["detail"] = "did not finish in %ss: pod %s is %s (%s)" % (
+                self.params.get("timeout"), pod_name, status.get("phase") or "missing", text)
+        elif not succeeded:
+            text = "; ".join([status.get("reason") or "", status.get("message") or ""] + events).strip("; ")
+            result["detail"] = "failed: pod %s is %s (%s)" % (pod_name, status.get("phase"), text or "no reason given")
+        if result.get("detail"):
+            action = hint(result["detail"])
+            if action:
+                result["detail"] += "; " + action
+            return result
+        log, why = self._log(pod_name) if pod_name else (None, "no pod")
+        pattern = self.params.get("success_pattern")
+        if log is not None and pattern:
+            result["log_checked"] = True
+            result["passed"] = pattern in log
+            result["log_tail"] = log[-2000:]
+            result["detail"] = ("succeeded, log shows '%s'" % pattern if result["passed"]
+                                else "succeeded, but '%s' is not in its log" % pattern)
+        elif log is None and self.params.get("require_log"):
+            result["detail"] = "succeeded, but its log cannot be read (%s) and require_log is set" % why
+        else:
+            result["passed"] = True
+            result["detail"] = "succeeded (log not checked: %s)" % (why if log is None else "no success_pattern")
+        return result
+
+    def _cleanup(self, names):
+        for name in names:
+            self.client.delete("batch/v1", "Job", name, self.namespace)
+        if self.created_namespace:
+            self.client.delete("v1", "Namespace", self.namespace)
+
+    def run(self, check_mode=False):
+        nodes = self.nodes()
+        proofs = plan(self.params, nodes)
+        jobs = [render_job(self.params, self.namespace, node, res) for node, res in proofs]
+        result = {"allocatable": nodes, "namespace": self.namespace, "results": [], "passed": None}
+        if check_mode:
+            self._ensure_namespace(dry_run=True)
+            for job in jobs:
+                if self.client.get("v1", "Namespace", self.namespace) is not None:
+                    self.client.apply(job, dry_run=True)  # the API server validates the Job
+            result["results"] = [{"node": n, "resource": r, "job": j["metadata"]["name"], "passed": None,
+                                  "detail": "check mode: not run"} for (n, r), j in zip(proofs, jobs)]
+            return result
+        names = [j["metadata"]["name"] for j in jobs]
+        try:
+            self._ensure_namespace(dry_run=False)
+            for name in names:  # a Job left by an interrupted run would otherwise be reused
+                self.client.delete("batch/v1", "Job", name, self.namespace)
+            self.client.wait("batch/v1", "Job", lambda found: not (set(names) & set(found)), 60,
+                             namespace=self.namespace, label_selector=LABEL_PROOF + "=true")
+            for job in jobs:
+                self.client.apply(job)
+            try:
+                final = self.client.wait("batch/v1", "Job",
+                                         lambda found: all(job_finished(found.get(n))[0] for n in names),
+                                         int(self.params.get("timeout") or 300), namespace=self.namespace,
+                                         label_selector=LABEL_PROOF + "=true")
+            except _k8s.WaitTimeout as exc:
+                final = exc.details.get("last") or {}
+            for (node, res), name in zip(proofs, names):
+                result["results"].append(self._verdict(node, res, final.get(name) or {"metadata": {"name": name}}))
+        finally:
+            self._cleanup(names)
+        result["passed"] = all(r["passed"] for r in result["results"])
+        return result

@@ -1,0 +1,238 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_proof
+short_description: Prove that Kubernetes schedules GPU work, by running a Job that asks for one GPU
+version_added: 0.1.0
+description:
+  - Creates one Job (or one per node in O(nodes)) whose single container asks for one GPU (C(limits), so the request
+    equals the limit) and tolerates the C(nvidia.com/gpu) taint, waits with a watch until every Job has finished or
+    O(timeout) has passed, and then reads each pod's log for O(success_pattern) (the CUDA C(vectorAdd) sample prints
+    C(Test PASSED)).
+  - The Jobs are always deleted again, whatever happened, and so is O(namespace) when this module created it.
+  - Without O(resource), each proof asks for the resource its node advertises, in this order
+    C(nvidia.com/gpu), C(nvidia.com/gpu.shared), the first C(nvidia.com/mig-*); the cluster-wide proof picks the same
+    way from the sum over all nodes.
+  - A proof that does not pass says why, from the pod's phase, conditions and last events, with the usual fix
+    (C(Insufficient nvidia.com/gpu), an untolerated taint, an image that cannot be pulled, NVML not found).
+author:
+  - kubegpu.cluster contributors (@kubegpu)
+requirements:
+  - kubernetes (the Python client) on the host that runs the module.
+options:
+  kubeconfig:
+    description:
+      - Path to a kubeconfig file. Without it and O(context), the in-cluster service account is used (the default
+        kubeconfig outside a cluster). Its contents are never printed.
+    type: path
+  context:
+    description: The kubeconfig context to use; its current context by default.
+    type: str
+  namespace:
+    description: Namespace for the Jobs; created (and deleted afterwards) when missing.
+    type: str
+    default: gpu-validation
+  image:
+    description: The workload image, for example from a mirror of C(nvcr.io).
+    type: str
+    default: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
+  command:
+    description: The container's command, in place of the image's entry point (for example V([nvidia-smi])).
+    type: list
+    elements: str
+  args:
+    description: The container's arguments.
+    type: list
+    elements: str
+  image_pull_secrets:
+    description: Names of Secrets in O(namespace) to pull the image with.
+    type: list
+    elements: str
+    default: []
+  resource:
+    description:
+      - The extended resource to ask for one of, for example V(nvidia.com/gpu), V(nvidia.com/gpu.shared) or
+        V(nvidia.com/mig-1g.10gb). A name without a prefix gets C(nvidia.com/). Picked per node when omitted.
+    type: str
+  nodes:
+    description:
+      - Run one proof pinned (by C(kubernetes.io/hostname)) to each of these nodes. When empty, one proof runs
+        wherever the scheduler puts it.
+    type: list
+    elements: str
+    default: []
+  per_node:
+    description: With an empty O(nodes), run one proof on every node that advertises an C(nvidia.com/*) resource.
+    type: bool
+    default: false
+  runtime_class:
+    description: RuntimeClass of the proof pods; leave empty when C(nvidia) is the runtimes' default.
+    type: str
+  tolerations:
+    description: The pods' tolerations. Defaults to C(nvidia.com/gpu) Exists NoSchedule.
+    type: list
+    elements: dict
+  success_pattern:
+    description: Text the log must contain. An empty string checks only that the Job succeeded.
+    type: str
+    default: Test PASSED
+  require_log:
+    description:
+      - Fail a proof whose Job succeeded but whose log cannot be read. Off by default, so a cluster whose logs are
+        not served (a kubelet that cannot be reached from the API server) still passes on the Job's success.
+    type: bool
+    default: false
+  timeout:
+    description: Seconds to wait for the Jobs (also their C(activeDeadlineSeconds)).
+    type: int
+    default: 300
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: The Jobs are sent as a server-side dry run (validated by the API server) and nothing runs.
+  diff_mode:
+    support: none
+  idempotent:
+    description: Whether a second run with the same options changes nothing and reports no change.
+    support: full
+    details: The Jobs are temporary and removed before the module returns, so it always reports C(changed=false).
+  platform:
+    platforms: posix
+notes:
+  - The module fails when a proof does not pass; its result (with every proof's detail) is returned with the failure.
+seealso:
+  - module: kubegpu.cluster.device_plugin_deploy
+  - name: CUDA samples on NGC
+    description: The C(vectoradd) image used by default.
+    link: https://catalog.ngc.nvidia.com/orgs/nvidia/teams/k8s/containers/cuda-sample
+"""
+
+EXAMPLES = r"""
+- name: One GPU workload anywhere in the cluster
+  kubegpu.cluster.gpu_proof:
+    kubeconfig: ~/.kube/config
+
+- name: One proof per GPU node, from a mirror, with the nvidia RuntimeClass
+  kubegpu.cluster.gpu_proof:
+    per_node: true
+    image: registry.example.com/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
+    runtime_class: nvidia
+
+- name: Run nvidia-smi on a MIG slice
+  kubegpu.cluster.gpu_proof:
+    resource: nvidia.com/mig-1g.10gb
+    image: nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04
+    command: [nvidia-smi]
+    success_pattern: ""
+"""
+
+RETURN = r"""
+passed:
+  description: Whether every proof passed; C(null) in check mode.
+  returned: always
+  type: bool
+  sample: true
+results:
+  description: One entry per proof.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    node:
+      description: The node the proof ran on (or was pinned to).
+      type: str
+      sample: gpu-1
+    resource:
+      description: The resource asked for.
+      type: str
+      sample: nvidia.com/gpu
+    job:
+      description: The Job's name.
+      type: str
+      sample: gpu-proof
+    phase:
+      description: The pod's last phase.
+      type: str
+      sample: Succeeded
+    passed:
+      description: Whether this proof passed.
+      type: bool
+      sample: true
+    log_checked:
+      description: Whether the log could be read and was checked for O(success_pattern).
+      type: bool
+      sample: true
+    detail:
+      description: What happened, in one line, with the fix for a known failure.
+      type: str
+      sample: succeeded, log shows 'Test PASSED'
+  sample: [{"node": "gpu-1", "resource": "nvidia.com/gpu", "job": "gpu-proof", "phase": "Succeeded", "passed": true,
+            "log_checked": true, "detail": "succeeded, log shows 'Test PASSED'"}]
+allocatable:
+  description: Every node's C(nvidia.com/*) allocatable counts, read before the proof.
+  returned: always
+  type: dict
+  sample: {"gpu-1": {"nvidia.com/gpu": 4}, "cpu-1": {}}
+namespace:
+  description: The namespace used.
+  returned: always
+  type: str
+  sample: gpu-validation
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _gpu_proof as proof
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _k8s
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            namespace=dict(type="str", default=proof.DEFAULT_NAMESPACE),
+            image=dict(type="str", default=proof.DEFAULT_IMAGE),
+            command=dict(type="list", elements="str"),
+            args=dict(type="list", elements="str"),
+            image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),  # names, not secrets
+            resource=dict(type="str"),
+            nodes=dict(type="list", elements="str", default=[]),
+            per_node=dict(type="bool", default=False),
+            runtime_class=dict(type="str"),
+            tolerations=dict(type="list", elements="dict"),
+            success_pattern=dict(type="str", default=proof.DEFAULT_PATTERN),
+            require_log=dict(type="bool", default=False),
+            timeout=dict(type="int", default=300),
+        ),
+        supports_check_mode=True,
+    )
+    if _k8s.KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=_k8s.KUBERNETES_IMPORT_ERROR)
+    try:
+        api_client = _k8s.connect(module.params["kubeconfig"], module.params["context"])
+        client = _k8s.Client(api_client, field_manager=proof.FIELD_MANAGER)
+        result = proof.Proof(module.params, client, proof.core_api(api_client)).run(check_mode=module.check_mode)
+    except proof.ProofError as exc:
+        module.fail_json(msg=str(exc), option=exc.option)
+    except _k8s.K8sError as exc:
+        module.fail_json(msg=exc.message, **dict((k, v) for k, v in exc.details.items() if k != "last"))
+    if result["passed"] is False:
+        failed = [r for r in result["results"] if not r["passed"]]
+        module.fail_json(msg="GPU proof failed: %s" % " | ".join(
+            "%s (%s on %s): %s" % (r["job"], r["resource"], r["node"] or "any node", r["detail"]) for r in failed),
+            changed=False, **result)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
