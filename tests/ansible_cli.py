@@ -4,6 +4,7 @@ result as the JSON callback reports it. Shared by the end-to-end tests."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -11,8 +12,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
 
 
-def run_module(name, args=None, check=False, diff=False, env=None, timeout=600):
-    """``ansible localhost -m name -a args``; returns (exit code, the host's result).
+def _command(name, args=None, check=False, diff=False, env=None):
+    """The command line and environment of ``ansible localhost -m name -a args``.
 
     The environment is this process's, without the fake NVML's variables (a test passes them in ``env`` when it wants
     the fake library), plus ``env``.
@@ -26,9 +27,61 @@ def run_module(name, args=None, check=False, diff=False, env=None, timeout=600):
     command += ["-a", json.dumps(args)] if args else []
     command += ["--check"] if check else []
     command += ["--diff"] if diff else []
-    proc = subprocess.run(command, env=environ, capture_output=True, text=True, check=False, cwd=ROOT, timeout=timeout)
+    return command, environ
+
+
+def _host_result(returncode, stdout, stderr):
     try:
-        result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+        return json.loads(stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
     except (ValueError, KeyError, IndexError) as exc:
-        raise AssertionError("no JSON result from ansible (rc %s):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr)) from exc
-    return proc.returncode, result
+        raise AssertionError("no JSON result from ansible (rc %s):\n%s\n%s" % (returncode, stdout, stderr)) from exc
+
+
+def run_module(name, args=None, check=False, diff=False, env=None, timeout=600):
+    """``ansible localhost -m name -a args``; returns (exit code, the host's result).
+
+    The environment is this process's, without the fake NVML's variables (a test passes them in ``env`` when it wants
+    the fake library), plus ``env``.
+    """
+    command, environ = _command(name, args, check, diff, env)
+    proc = subprocess.run(command, env=environ, capture_output=True, text=True, check=False, cwd=ROOT, timeout=timeout)
+    return proc.returncode, _host_result(proc.returncode, proc.stdout, proc.stderr)
+
+
+class BackgroundModule:
+    """``ansible localhost -m name -a args`` started in the background (same command and environment as
+    :func:`run_module`), in a process group of its own; :meth:`result` waits for it. Use it as a context manager:
+    leaving the block kills it (ansible and the module process it started) if it is still running."""
+
+    def __init__(self, name, args=None, check=False, diff=False, env=None):
+        command, environ = _command(name, args, check, diff, env)
+        self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
+            command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            start_new_session=True)
+        self.pid = self.proc.pid
+
+    def running(self):
+        """Whether ansible has not exited yet."""
+        return self.proc.poll() is None
+
+    def result(self, timeout):
+        """Wait at most ``timeout`` seconds for ansible to exit; returns (exit code, the host's result).
+        Raises ``subprocess.TimeoutExpired`` (ansible left running) when it does not."""
+        stdout, stderr = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, _host_result(self.proc.returncode, stdout, stderr)
+
+    def kill(self):
+        """Kill ansible and the module it runs (its process group) if ansible still runs, and reap ansible."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.communicate()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.kill()
+        return False

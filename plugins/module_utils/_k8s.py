@@ -50,6 +50,8 @@ except ImportError:
 IGNORED_METADATA = ("resourceVersion", "generation", "managedFields", "creationTimestamp", "uid", "selfLink",
                     "deletionTimestamp", "deletionGracePeriodSeconds")
 _TRANSIENT = (ApiException, DynamicApiError, _Urllib3Error, OSError)
+RETRY_PAUSE_FIRST = 0.5  # seconds before the first retry of a wait; doubled for each further error in a row
+RETRY_PAUSE_CAP = 4.0
 
 
 class K8sError(Exception):
@@ -151,14 +153,22 @@ def compare(before, after):
     return "unchanged" if normalize(before) == normalize(after) else "updated"
 
 
+def retry_pause(attempt, first=RETRY_PAUSE_FIRST, cap=RETRY_PAUSE_CAP):
+    """Seconds to pause before retry number ``attempt`` (1, 2, ...): ``first``, doubling each time, at most ``cap``."""
+    return min(cap, first * 2 ** min(max(attempt, 1) - 1, 16))
+
+
 class Client(object):
     """The verbs a module needs, over ``kubernetes.dynamic.DynamicClient``. ``api_client`` is passed in, so tests
-    can hand a stub in place of the dynamic client (``dynamic=``)."""
+    can hand a stub in place of the dynamic client (``dynamic=``), and ``clock``/``sleep`` in place of the real
+    ones (``wait`` pauses between retries with ``sleep``)."""
 
-    def __init__(self, api_client=None, field_manager="kubegpu.cluster", dynamic=None, retries=5, clock=time.monotonic):
+    def __init__(self, api_client=None, field_manager="kubegpu.cluster", dynamic=None, retries=5, clock=time.monotonic,
+                 sleep=time.sleep):
         self.field_manager = field_manager
         self.retries = retries
         self.clock = clock
+        self.sleep = sleep
         try:
             self.dynamic = dynamic if dynamic is not None else DynamicClient(api_client)
         except _TRANSIENT as exc:  # pylint: disable=catching-non-exception
@@ -227,12 +237,14 @@ class Client(object):
     def wait(self, api_version, kind, done, timeout, namespace=None, label_selector=None, field_selector=None):
         """Watch objects until ``done(objects)`` is true, where ``objects`` maps name to dict (list, then watch
         from that list's resourceVersion; relist on 410 Gone). At most :attr:`retries` API errors or disconnects
-        in a row are retried (each resumes with a fresh list), then :class:`K8sError`. Returns the objects;
-        raises :class:`WaitTimeout` (with ``last``) when ``timeout`` seconds pass first."""
+        in a row are retried, each after a pause (:func:`retry_pause`: 0.5 s, doubling, at most 4 s, never past the
+        deadline) and with a fresh list; then :class:`K8sError` saying the API server was lost. Returns the
+        objects; raises :class:`WaitTimeout` (with ``last``) when ``timeout`` seconds pass first."""
         res = self.resource(api_version, kind)
         ns = namespace if res.namespaced else None
         deadline = self.clock() + timeout
         errors = 0
+        first_error = None
         objects = {}
         while True:
             try:
@@ -276,8 +288,17 @@ class Client(object):
                 raise
             except _TRANSIENT as exc:  # pylint: disable=catching-non-exception
                 if getattr(exc, "status", None) == 410:
+                    if self.clock() >= deadline:  # relist at once, but never past the deadline
+                        raise WaitTimeout("timed out", last=objects)
                     continue
                 errors += 1
-                if errors > self.retries or self.clock() >= deadline:
-                    raise K8sError("lost the Kubernetes API server while waiting for %s (%d errors in a row): %s"
-                                   % (kind, errors, api_error_text(exc)), last=objects)
+                now = self.clock()
+                if errors == 1:
+                    first_error = now
+                remaining = deadline - now
+                if errors > self.retries or remaining <= 0:
+                    raise K8sError("lost the Kubernetes API server while waiting for %s: %d errors in a row over %.1fs, "
+                                   "the last: %s. What was applied stays; run it again once the API server answers: "
+                                   "the module is idempotent and resumes from there"
+                                   % (kind, errors, now - first_error, api_error_text(exc)), last=objects)
+                self.sleep(min(retry_pause(errors), remaining))

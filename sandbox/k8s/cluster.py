@@ -5,7 +5,9 @@
 device-manager simulator, all bound to 127.0.0.1 on free ports, with state and logs under
 ``.sandbox/k8s/`` and the admin kubeconfig at ``.sandbox/kubeconfig``. Every cluster starts
 from an empty etcd. ``down`` stops exactly the processes ``up`` recorded in
-``.sandbox/k8s/state.json``. Every wait has a deadline.
+``.sandbox/k8s/state.json``. ``stop_component`` and ``start_component`` stop one component of a
+running sandbox and start it again with the same command line and ports (an API server outage,
+for tests). Every wait has a deadline.
 """
 
 from __future__ import annotations
@@ -248,6 +250,37 @@ def _argv(layout: Layout, bins: Path, ports: dict, profiles_dir: Path) -> dict:
     }
 
 
+def _component_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(paths.ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
+def _launch(layout: Layout, state: dict, name: str, argv: list, env: dict, pass_fds=()) -> dict:
+    """Start one component, record it in ``state`` and save the state file; return its record."""
+    record = procs.start(name, argv, layout.log(name), layout.state_dir if name != "devsim" else paths.ROOT, env=env, pass_fds=pass_fds)
+    state["processes"][name] = record
+    save_state(layout, state)
+    return record
+
+
+def _health(layout: Layout, state: dict, name: str):
+    """Return ``(what, check)``: a description and a no-argument function that is true once ``name`` answers its
+    health endpoint (devsim has none: it reports its first sync through a pipe)."""
+    ports = state["ports"]
+    if name == "etcd":
+        return "etcd health", lambda: http_get("http://127.0.0.1:%d/health" % ports["etcd"])[1].find('"health":"true"') >= 0
+    if name == "kube-apiserver":
+        admin = client_context(layout)
+        return "kube-apiserver /readyz", lambda: http_get(state["server"] + "/readyz", admin)[0] == 200
+    if name in ("kube-controller-manager", "kube-scheduler"):
+        serving = ssl.create_default_context(cafile=str(layout.pki / "ca.crt"))
+        return name + " /healthz", lambda: http_get("https://127.0.0.1:%d/healthz" % ports[name], serving)[0] == 200
+    if name == "kwok":
+        return "kwok /healthz", lambda: http_get("http://127.0.0.1:%d/healthz" % ports["kwok"])[0] == 200
+    raise SandboxError("no health endpoint for %s" % name)
+
+
 # ----------------------------------------------------------------------------- up / down
 
 
@@ -411,23 +444,17 @@ def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fl
     write_kwok_config(layout.state_dir / "kwok.yaml")
     argv = _argv(layout, bins, ports, Path(profiles_dir).resolve())
     state = {"versions": versions, "bin_dir": str(bins), "ports": ports, "server": server, "kubeconfig": str(layout.kubeconfig.resolve()),
-             "state_dir": str(layout.state_dir.resolve()), "processes": {}}
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(paths.ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+             "state_dir": str(layout.state_dir.resolve()), "profiles_dir": str(Path(profiles_dir).resolve()), "processes": {}}
+    env = _component_env()
 
     def launch(name, pass_fds=()):
-        record = procs.start(name, argv[name], layout.log(name), layout.state_dir if name != "devsim" else paths.ROOT, env=env, pass_fds=pass_fds)
-        state["processes"][name] = record
-        save_state(layout, state)
-        return record
+        return _launch(layout, state, name, argv[name], env, pass_fds)
 
     try:
         etcd = launch("etcd")
         apiserver = launch("kube-apiserver")
-        poll_until("etcd health", lambda: http_get("http://127.0.0.1:%d/health" % ports["etcd"])[1].find('"health":"true"') >= 0,
-                   deadline, [etcd], layout=layout)
-        admin = client_context(layout)
-        poll_until("kube-apiserver /readyz", lambda: http_get(server + "/readyz", admin)[0] == 200, deadline, [etcd, apiserver], layout=layout)
+        poll_until(*_health(layout, state, "etcd"), deadline, [etcd], layout=layout)
+        poll_until(*_health(layout, state, "kube-apiserver"), deadline, [etcd, apiserver], layout=layout)
         manifests = nodes_mod.fleet_manifests(versions["KUBE_VERSION"], gpu_taint) if fleet else []
         if extra_nodes:
             manifests += nodes_mod.scale_manifests(extra_nodes, versions["KUBE_VERSION"], extra_profile, gpu_taint)
@@ -439,12 +466,9 @@ def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fl
             devsim = launch("devsim", pass_fds=(wfd,))
             os.close(wfd)
             wfd = -1
-            serving = ssl.create_default_context(cafile=str(ca))
             all_procs = [etcd, apiserver, *others, devsim]
-            for name in ("kube-controller-manager", "kube-scheduler"):
-                poll_until(name + " /healthz", lambda n=name: http_get("https://127.0.0.1:%d/healthz" % ports[n], serving)[0] == 200,
-                           deadline, all_procs, layout=layout)
-            poll_until("kwok /healthz", lambda: http_get("http://127.0.0.1:%d/healthz" % ports["kwok"])[0] == 200, deadline, all_procs, layout=layout)
+            for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+                poll_until(*_health(layout, state, name), deadline, all_procs, layout=layout)
             wait_nodes_ready(layout, {m["metadata"]["name"] for m in manifests}, deadline)
             wait_default_serviceaccount(layout, deadline)
             _wait_ready_fd(rfd, deadline, devsim, layout)
@@ -471,6 +495,71 @@ def _wait_ready_fd(rfd: int, deadline: float, record: dict, layout: Layout) -> N
         if not procs.is_alive(record) or readable:
             raise SandboxError("devsim exited before it was ready" + _log_hint(layout, "devsim"))
         raise SandboxError("timed out waiting for devsim to sync" + _log_hint(layout, "devsim"))
+
+
+# ----------------------------------------------------------------------------- one component
+
+
+def _recorded(layout: Layout, name: str) -> dict:
+    if name not in COMPONENTS:
+        raise SandboxError("unknown component %r (one of %s)" % (name, ", ".join(COMPONENTS)))
+    state = load_state(layout)
+    if not state:
+        raise SandboxError("no sandbox recorded in %s" % layout.state_file)
+    return state
+
+
+def stop_component(layout: Layout, name: str, timeout: float = 15.0):
+    """Stop one component of a sandbox (SIGTERM, SIGKILL after ``timeout``) and drop it from the state file, so that
+    ``down`` leaves it alone and ``running`` says the sandbox is not whole. Returns its record, or None when it was
+    not recorded (already stopped)."""
+    with locked(layout):
+        state = _recorded(layout, name)
+        record = (state.get("processes") or {}).get(name)
+        if record is None:
+            return None
+        if procs.stop([record], timeout):
+            raise SandboxError("could not stop %s (pid %d)" % (name, record["pid"]))
+        del state["processes"][name]
+        save_state(layout, state)
+        return record
+
+
+def start_component(layout: Layout, name: str, timeout: float = 120.0) -> dict:
+    """Start one component of a sandbox again, with the command line and ports ``up`` gave it (from the state file),
+    and wait at most ``timeout`` seconds for it to be ready (its health endpoint; devsim: its first sync). Returns
+    its record; a component that still runs is left alone. On failure the new process is stopped again."""
+    with locked(layout, timeout + 60):
+        state = _recorded(layout, name)
+        state.setdefault("processes", {})
+        record = state["processes"].get(name)
+        if record and procs.is_alive(record):
+            return record
+        deadline = time.monotonic() + timeout
+        argv = _argv(layout, Path(state["bin_dir"]), state["ports"], Path(state.get("profiles_dir") or paths.PROFILES_DIR))[name]
+        env = _component_env()
+        try:
+            if name == "devsim":
+                rfd, wfd = os.pipe()
+                try:
+                    record = _launch(layout, state, name, argv + ["--ready-fd=%d" % wfd], env, pass_fds=(wfd,))
+                    os.close(wfd)
+                    wfd = -1
+                    _wait_ready_fd(rfd, deadline, record, layout)
+                finally:
+                    os.close(rfd)
+                    if wfd >= 0:
+                        os.close(wfd)
+            else:
+                record = _launch(layout, state, name, argv, env)
+                poll_until(*_health(layout, state, name), deadline, [record], layout=layout)
+        except BaseException:
+            started = state["processes"].pop(name, None)
+            if started:
+                procs.stop([started])
+            save_state(layout, state)
+            raise
+        return record
 
 
 def status(layout: Layout) -> int:

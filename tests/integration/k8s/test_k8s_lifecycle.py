@@ -20,7 +20,6 @@ def test_up_down_up(tmp_path, sandbox):
         records = list(first["processes"].values())
         assert {r["name"] for r in records} == set(cluster.COMPONENTS)
         assert all(procs.is_alive(r) for r in records)
-        assert first["up_seconds"] < 30
     finally:
         assert cluster.down(layout) == 0
     assert not any(procs.is_alive(r) for r in records)

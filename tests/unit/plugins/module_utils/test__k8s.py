@@ -98,18 +98,88 @@ def test_wait_times_out_with_the_last_state(fake_watch):
     assert err.value.details["last"]["n1"]["status"]["allocatable"]["nvidia.com/gpu"] == "2"
 
 
-def test_wait_retries_disconnects_then_fails_clearly(fake_watch):
-    boom = OSError("connection reset")
-    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([boom] * 10)), retries=3)
+class FakeTime(object):
+    """A clock that only moves when ``sleep`` is called, and the pauses asked for."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.pauses = []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        assert seconds > 0
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+def test_retry_pause_doubles_up_to_a_cap():
+    assert [_k8s.retry_pause(n) for n in range(1, 8)] == [0.5, 1, 2, 4, 4, 4, 4]
+    assert _k8s.retry_pause(10 ** 6) == 4  # no overflow however long the run of errors
+    assert _k8s.retry_pause(3, first=0.1, cap=10) == pytest.approx(0.4)
+
+
+def test_wait_retries_disconnects_with_doubling_pauses_then_fails_clearly(fake_watch):
+    boom = OSError("connection refused")
+    fake = FakeTime()
+    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([boom] * 10)), retries=3, clock=fake.clock, sleep=fake.sleep)
     with pytest.raises(_k8s.K8sError) as err:
-        client.wait("v1", "Node", done, 10)
-    assert "4 errors in a row" in str(err.value)
+        client.wait("v1", "Node", done, 60)
+    assert not isinstance(err.value, _k8s.WaitTimeout)
+    assert fake.pauses == [0.5, 1, 2]  # a pause before each of the 3 retries, none after the last error
+    assert str(err.value) == ("lost the Kubernetes API server while waiting for Node: 4 errors in a row over 3.5s, the last: "
+                              "connection refused. What was applied stays; run it again once the API server answers: "
+                              "the module is idempotent and resumes from there")
+    assert err.value.details["last"] == {}
+
+
+def test_wait_reports_the_api_servers_own_message(fake_watch):
+    fake = FakeTime()
+    unavailable = _k8s.ApiException(status=503, reason="Service Unavailable")
+    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([unavailable] * 3)), retries=2, clock=fake.clock, sleep=fake.sleep)
+    with pytest.raises(_k8s.K8sError, match=r"while waiting for Node: 3 errors in a row over 1\.5s, the last: "
+                                            r"HTTP 503 Service Unavailable\. "):
+        client.wait("v1", "Node", done, 60)
+
+
+def test_wait_pauses_never_past_the_deadline(fake_watch):
+    fake = FakeTime()
+    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([OSError("refused")] * 10)), retries=5,
+                         clock=fake.clock, sleep=fake.sleep)
+    with pytest.raises(_k8s.K8sError, match="while waiting for Node: 3 errors in a row over "):
+        client.wait("v1", "Node", done, 1.25)
+    assert fake.pauses == [0.5, 0.75]  # the second pause is cut to the deadline; then no more retries
+    assert fake.now == 1.25
 
 
 def test_wait_survives_a_disconnect(fake_watch):
     fake_watch.events = [[OSError("reset")], [{"type": "ADDED", "object": node("n1", 4)}]]
-    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([[node("n1", 0)], [node("n1", 0)]])))
+    fake = FakeTime()
+    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([[node("n1", 0)], [node("n1", 0)]])),
+                         clock=fake.clock, sleep=fake.sleep)
     assert done(client.wait("v1", "Node", done, 10))
+    assert fake.pauses == [0.5]
+
+
+def test_wait_an_event_ends_a_run_of_errors(fake_watch):
+    """Errors count in a row: after an event the next error pauses 0.5 s again, and the bound starts over."""
+    fake_watch.events = [[OSError("reset")], [{"type": "MODIFIED", "object": node("n1", 2)}, OSError("reset")],
+                         [{"type": "MODIFIED", "object": node("n1", 4)}]]
+    fake = FakeTime()
+    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([[node("n1", 0)]] * 3)), retries=1,
+                         clock=fake.clock, sleep=fake.sleep)
+    assert done(client.wait("v1", "Node", done, 10))
+    assert fake.pauses == [0.5, 0.5]
+
+
+def test_wait_relists_at_once_on_gone(fake_watch):
+    fake_watch.events = [[_k8s.ApiException(status=410, reason="Gone")], [{"type": "ADDED", "object": node("n1", 4)}]]
+    fake = FakeTime()
+    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([[node("n1", 0)], [node("n1", 0)]])), retries=0,
+                         clock=fake.clock, sleep=fake.sleep)
+    assert done(client.wait("v1", "Node", done, 10))
+    assert fake.pauses == []  # not an error: no pause, and not counted against retries=0
 
 
 def test_connect_reports_a_broken_kubeconfig_by_position_without_its_contents(tmp_path):
