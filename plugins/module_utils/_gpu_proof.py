@@ -118,8 +118,10 @@ def render_job(params, namespace, node, resource):
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {
             "backoffLimit": 0,
-            "activeDeadlineSeconds": max(int(params.get("timeout") or 300), 1),
-            "ttlSecondsAfterFinished": 600,  # a safety net: the module deletes the Job itself
+            # a safety net past the module's own wait, so that a pod that is still Pending when the wait ends is
+            # there to say why; the module deletes the Job itself
+            "activeDeadlineSeconds": max(int(params.get("timeout") or 300), 1) + 300,
+            "ttlSecondsAfterFinished": 600,
             "template": {"metadata": {"labels": dict(labels, **{"kubegpu.cluster/gpu-proof-job": name})}, "spec": spec},
         },
     }
@@ -239,14 +241,14 @@ class Proof(object):
         result = {"node": node if node is not None else (pod or {}).get("spec", {}).get("nodeName"),
                   "resource": resource, "job": name, "pod": pod_name, "phase": status.get("phase"),
                   "succeeded": bool(done and succeeded), "log_checked": False, "passed": False}
-        events = self._events(pod_name) if pod_name else []
+        events = self._events(pod_name) if pod_name else ["Job: " + e for e in self._events(name)]
         if not done:
             waiting = [c.get("state", {}).get("waiting", {}) for c in status.get("containerStatuses") or []]
             why = "; ".join("%s: %s" % (w.get("reason"), w.get("message")) for w in waiting if w.get("reason"))
             conditions = [c.get("message") for c in status.get("conditions") or [] if c.get("message")]
-            text = "; ".join(x for x in [why] + conditions + events if x) or "no pod was created"
-            result["detail"] = "did not finish in %ss: pod %s is %s (%s)" % (
-                self.params.get("timeout"), pod_name, status.get("phase") or "missing", text)
+            text = "; ".join(x for x in [why] + conditions + events if x) or "no events"
+            where = "pod %s is %s" % (pod_name, status.get("phase")) if pod_name else "the Job created no pod"
+            result["detail"] = "did not finish in %ss: %s (%s)" % (self.params.get("timeout"), where, text)
         elif not succeeded:
             text = "; ".join([status.get("reason") or "", status.get("message") or ""] + events).strip("; ")
             result["detail"] = "failed: pod %s is %s (%s)" % (pod_name, status.get("phase"), text or "no reason given")

@@ -91,7 +91,7 @@ options:
     type: bool
     default: false
   timeout:
-    description: Seconds to wait for the Jobs (also their C(activeDeadlineSeconds)).
+    description: Seconds to wait for the Jobs. Their C(activeDeadlineSeconds) is 300 more, a safety net for a run that is interrupted before it deletes them.
     type: int
     default: 300
 extends_documentation_fragment:

@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""gpu_proof end to end against the sandbox control plane: the real scheduler places the Job on a node that
+advertises the GPU resource (kwok plays the kubelet and ends the pod Succeeded), and the module always cleans up.
+
+Every test uses nodes of its own (kwok, with a GPU profile) and a device plugin deployment in its own namespace whose
+node selector only matches those nodes."""
+
+import uuid
+
+import pytest
+
+from ansible_cli import run_module
+
+PROOF_LABEL = "kubegpu.cluster/gpu-proof=true"
+
+
+@pytest.fixture
+def gpu_node(sandbox, test_nodes):
+    """One kwok node with a T4 profile that advertises nvidia.com/gpu: 1 through a plugin of this test's own."""
+    node = test_nodes(1, "t4")[0]
+    label = "kubegpu.test/proof-" + uuid.uuid4().hex[:8]
+    ns = "dp-" + uuid.uuid4().hex[:8]
+    sandbox.core.patch_node(node, {"metadata": {"labels": {label: "true"}}})
+    rc, result = run_module("kubegpu.cluster.device_plugin_deploy", dict(
+        kubeconfig=sandbox.kubeconfig, namespace=ns, node_selector={label: "true"}, wait_timeout=120,
+        expected={node: {"nvidia.com/gpu": 1}}))
+    assert rc == 0, result
+    yield node
+    run_module("kubegpu.cluster.device_plugin_deploy", dict(kubeconfig=sandbox.kubeconfig, namespace=ns, state="absent"))
+
+
+def proof(sandbox, check=False, **args):
+    options = dict(kubeconfig=sandbox.kubeconfig, namespace="proof-" + uuid.uuid4().hex[:8], timeout=60)
+    options.update(args)
+    rc, result = run_module("kubegpu.cluster.gpu_proof", options, check=check)
+    return rc, result, options["namespace"]
+
+
+def leftovers(sandbox, ns):
+    jobs = sandbox.batch.list_job_for_all_namespaces(label_selector=PROOF_LABEL).items
+    return [j.metadata.name for j in jobs if j.metadata.namespace == ns and not j.metadata.deletion_timestamp]
+
+
+def namespace_gone_or_going(sandbox, ns):
+    found = [n for n in sandbox.core.list_namespace().items if n.metadata.name == ns]
+    return not found or found[0].metadata.deletion_timestamp is not None
+
+
+def test_proof_on_a_node_passes_and_cleans_up(sandbox, gpu_node):
+    rc, result, ns = proof(sandbox, nodes=[gpu_node])
+    assert rc == 0, result
+    assert result["changed"] is False
+    assert result["passed"] is True
+    [one] = result["results"]
+    assert (one["node"], one["resource"], one["phase"], one["passed"]) == (gpu_node, "nvidia.com/gpu", "Succeeded", True)
+    # kwok serves no container logs, so the log check is reported as not done, with the API server's reason
+    assert one["log_checked"] is False and "log not checked" in one["detail"]
+    assert result["allocatable"][gpu_node] == {"nvidia.com/gpu": 1}
+    assert leftovers(sandbox, ns) == []
+    assert namespace_gone_or_going(sandbox, ns)
+
+
+def test_require_log_fails_where_logs_cannot_be_read(sandbox, gpu_node):
+    rc, result, _ = proof(sandbox, nodes=[gpu_node], require_log=True)
+    assert rc != 0
+    assert "its log cannot be read" in result["msg"] and "require_log" in result["msg"]
+
+
+def test_a_resource_nobody_has_fails_with_the_schedulers_reason_and_cleans_up(sandbox, gpu_node):
+    rc, result, ns = proof(sandbox, resource="nvidia.com/mig-7g.80gb", timeout=10)
+    assert rc != 0
+    assert result["passed"] is False
+    msg = result["msg"]
+    assert msg.startswith("GPU proof failed: gpu-proof (nvidia.com/mig-7g.80gb on any node): did not finish in 10s")
+    assert "Insufficient nvidia.com/mig-7g.80gb" in msg
+    assert "check that the device plugin runs on the GPU nodes" in msg
+    assert leftovers(sandbox, ns) == []
+
+
+def test_check_mode_runs_nothing(sandbox, gpu_node):
+    rc, result, ns = proof(sandbox, check=True, nodes=[gpu_node])
+    assert rc == 0, result
+    assert result["passed"] is None and result["results"][0]["detail"] == "check mode: not run"
+    assert not [n for n in sandbox.core.list_namespace().items if n.metadata.name == ns]
+
+
+def test_unknown_node_is_one_clear_error(sandbox):
+    rc, result, _ = proof(sandbox, nodes=["no-such-node"])
+    assert rc != 0
+    assert result["msg"] == "nodes: node 'no-such-node' is not in the cluster"

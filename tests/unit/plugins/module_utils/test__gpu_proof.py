@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests of the proof workload's pure parts: which resource a proof asks for, the Job it runs, the verdicts."""
+
+import pytest
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _gpu_proof as proof
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _k8s
+
+
+def test_advertised_reads_only_nvidia_resources():
+    node = {"status": {"allocatable": {"cpu": "16", "nvidia.com/gpu": "4", "nvidia.com/mig-1g.10gb": "7"}}}
+    assert proof.advertised(node) == {"nvidia.com/gpu": 4, "nvidia.com/mig-1g.10gb": 7}
+    assert proof.advertised({}) == {}
+
+
+@pytest.mark.parametrize("resources, want", [
+    ({"nvidia.com/gpu": 4, "nvidia.com/gpu.shared": 8}, "nvidia.com/gpu"),
+    ({"nvidia.com/gpu.shared": 16}, "nvidia.com/gpu.shared"),
+    ({"nvidia.com/mig-3g.40gb": 1, "nvidia.com/mig-1g.10gb": 7}, "nvidia.com/mig-1g.10gb"),
+    ({"nvidia.com/gpu": 0, "nvidia.com/mig-2g.20gb": 2}, "nvidia.com/mig-2g.20gb"),
+    ({}, None),
+    ({"nvidia.com/gpu": 0}, None),
+])
+def test_pick_resource(resources, want):
+    assert proof.pick_resource(resources) == want
+
+
+def test_job_names_are_valid_stable_and_distinct():
+    names = [proof.job_name(n) for n in ("gpu-1", "GPU_1", "a" * 80 + ".example.com")]
+    assert len(set(names)) == 3
+    assert names[0] == proof.job_name("gpu-1")
+    for name in names:
+        assert len(name) <= 63 and name == name.lower() and not name.endswith("-")
+    assert proof.job_name(None) == "gpu-proof"
+
+
+def test_job_asks_for_one_gpu_with_limits_and_is_pinned():
+    job = proof.render_job({"timeout": 120, "runtime_class": "nvidia", "image_pull_secrets": ["mirror"]},
+                           "gpu-validation", "gpu-1", "nvidia.com/gpu.shared")
+    spec = job["spec"]["template"]["spec"]
+    ctr = spec["containers"][0]
+    assert ctr["resources"] == {"limits": {"nvidia.com/gpu.shared": 1}}  # the request defaults to the limit
+    assert ctr["image"] == proof.DEFAULT_IMAGE
+    assert ctr["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert spec["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 0
+    assert job["spec"]["activeDeadlineSeconds"] == 420
+    assert spec["nodeSelector"] == {"kubernetes.io/hostname": "gpu-1"}
+    assert spec["runtimeClassName"] == "nvidia"
+    assert spec["imagePullSecrets"] == [{"name": "mirror"}]
+    assert spec["tolerations"] == proof.DEFAULT_TOLERATIONS
+    assert "command" not in ctr and "args" not in ctr
+
+
+def test_cluster_wide_job_is_not_pinned_and_takes_a_command():
+    job = proof.render_job({"command": ["nvidia-smi"], "args": ["-L"], "tolerations": []}, "ns", None, "nvidia.com/gpu")
+    spec = job["spec"]["template"]["spec"]
+    assert "nodeSelector" not in spec and spec["tolerations"] == []
+    assert spec["containers"][0]["command"] == ["nvidia-smi"] and spec["containers"][0]["args"] == ["-L"]
+
+
+@pytest.mark.parametrize("conditions, want", [
+    ([], (False, False)),
+    ([{"type": "Complete", "status": "True"}], (True, True)),
+    ([{"type": "Failed", "status": "True"}], (True, False)),
+    ([{"type": "Failed", "status": "False"}], (False, False)),
+])
+def test_job_finished(conditions, want):
+    assert proof.job_finished({"status": {"conditions": conditions}}) == want
+
+
+def test_hints_for_known_failures():
+    assert "device plugin" in proof.hint("0/7 nodes are available: 7 Insufficient nvidia.com/gpu.")
+    assert "toleration" in proof.hint("1 node(s) had untolerated taint {nvidia.com/gpu: present}")
+    assert "runtime" in proof.hint("Failed to initialize NVML: could not load NVML library")
+    assert proof.hint("something else") == ""
+
+
+NODES = {"gpu-1": {"nvidia.com/gpu": 4}, "mig-1": {"nvidia.com/mig-1g.10gb": 7}, "cpu-1": {}}
+
+
+def test_plan_one_proof_for_the_cluster():
+    assert proof.plan({}, NODES) == [(None, "nvidia.com/gpu")]
+    assert proof.plan({"resource": "mig-1g.10gb"}, NODES) == [(None, "nvidia.com/mig-1g.10gb")]
+
+
+def test_plan_per_node_picks_each_nodes_resource():
+    assert proof.plan({"per_node": True}, NODES) == [("gpu-1", "nvidia.com/gpu"), ("mig-1", "nvidia.com/mig-1g.10gb")]
+    assert proof.plan({"nodes": ["mig-1"]}, NODES) == [("mig-1", "nvidia.com/mig-1g.10gb")]
+
+
+def test_plan_refuses_what_cannot_run():
+    with pytest.raises(proof.ProofError, match="nodes: node 'gpu-9' is not in the cluster"):
+        proof.plan({"nodes": ["gpu-9"]}, NODES)
+    with pytest.raises(_k8s.K8sError, match="cpu-1 advertises no nvidia.com resource"):
+        proof.plan({"nodes": ["cpu-1"]}, NODES)
+    with pytest.raises(_k8s.K8sError, match="no node advertises"):
+        proof.plan({}, {"cpu-1": {}})
+    with pytest.raises(_k8s.K8sError, match="no node advertises"):
+        proof.plan({"per_node": True}, {"cpu-1": {}})
