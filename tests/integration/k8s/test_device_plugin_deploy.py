@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client
 
 from ansible_cli import run_module
+from k8s_helpers import delete_quietly
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 MANAGED = "app.kubernetes.io/managed-by=kubegpu.cluster"
@@ -49,8 +50,8 @@ def deploy(sandbox):
 
     yield make
     module(dict(kubeconfig=sandbox.kubeconfig, namespace=ns, state="absent", wait_timeout=120))
-    for node in labelled:
-        sandbox.core.patch_node(node, {"metadata": {"labels": {label: None}}})
+    for node in labelled:  # a node of test_nodes may be gone already
+        delete_quietly(sandbox.core.patch_node, node, {"metadata": {"labels": {label: None}}})
 
 
 def _actions(result):
@@ -214,3 +215,17 @@ def test_absent_keeps_a_namespace_it_did_not_create(sandbox, deploy, namespace):
     live = sandbox.core.read_namespace(namespace)
     assert live.metadata.deletion_timestamp is None
     assert _managed_objects(sandbox, namespace) == []
+
+
+def test_timeout_names_the_short_node_its_pod_and_the_known_causes(sandbox, deploy, test_nodes):
+    # a node whose driver is not loaded: the plugin pod runs, fails NVML at start-up and advertises nothing
+    [broken] = test_nodes(1, "failure-driver-not-loaded")
+    run = deploy(["kg-t4", broken])
+    result = run(expect_rc=2, wait_timeout=15, expected={"kg-t4": {"nvidia.com/gpu": 1}, broken: {"nvidia.com/gpu": 1}})
+    msg = result["msg"]
+    assert msg.startswith("timed out after 15s waiting for nodes to advertise the expected GPU resources: "), msg
+    assert "node %s advertises no nvidia.com resources, expected {'nvidia.com/gpu': 1}" % broken in msg
+    assert "pod nvidia-device-plugin-daemonset-" in msg and "on %s is Running" % broken in msg
+    assert "node kg-t4" not in msg  # only the short node is named
+    assert "could not load NVML library" in msg and "runtime_class" in msg
+    assert result["resources"] == {"kg-t4": {"nvidia.com/gpu": 1}, broken: {}}
