@@ -71,10 +71,42 @@ lint: venv
 	$(VENV)/bin/yamllint -s .
 	$(VENV)/bin/ansible-lint --profile production --offline
 
+# ansible-test units on the same copy, for the collection's own tests (tests/unit/plugins; tests/unit/sandbox tests the
+# sandbox, which is not part of the collection, and runs in the pytest run). --requirements installs ansible-test's
+# units.txt and tests/unit/requirements.txt (pinned like requirements*.txt) into the venv; nothing is bootstrapped.
+.PHONY: units
+units: sanity-tree
+	cd $(SANITY_TREE) && git init -q && git add -A && \
+	  $(VENV)/bin/ansible-test units --local --python 3.11 --requirements --color no $(UNITS_ARGS) tests/unit/plugins/
+
+# --- Changelog: until a release, changes are fragments (changelogs/fragments). `make changelog` lints them and renders
+# the release notes they make, on a copy, since a release rewrites changelogs/changelog.yaml and deletes the fragments:
+# .build/changelog/CHANGELOG.rst. At release time only, `make release-notes` records the release of galaxy.yml's
+# version for real (changelogs/changelog.yaml, CHANGELOG.rst, fragments removed): commit that, then tag and build.
+CHANGELOG_TREE := $(BUILD)/changelog/ansible_collections/kubegpu/cluster
+.PHONY: changelog release-notes
+changelog: venv
+	$(VENV)/bin/antsibull-changelog lint
+	rm -rf $(CHANGELOG_TREE) && mkdir -p $(CHANGELOG_TREE)
+	git ls-files -z --cached --others --exclude-standard | rsync -a --from0 --files-from=- ./ $(CHANGELOG_TREE)/
+	cd $(CHANGELOG_TREE) && $(VENV)/bin/antsibull-changelog release --reload-plugins
+	$(PY) -m docutils --halt=warning $(CHANGELOG_TREE)/CHANGELOG.rst /dev/null
+	cp $(CHANGELOG_TREE)/CHANGELOG.rst $(BUILD)/changelog/CHANGELOG.rst
+	@echo "changelog: the release notes the fragments make are in $(BUILD)/changelog/CHANGELOG.rst"
+
+release-notes: venv
+	$(VENV)/bin/antsibull-changelog lint
+	$(VENV)/bin/antsibull-changelog release --reload-plugins
+
 # --- Fake PCI buses of the fleet's nodes (sandbox/images/fake_pci.py), also mounted by the molecule scenarios
 .PHONY: fake-pci
 fake-pci: venv
 	$(PY) sandbox/images/fake_pci.py --fleet sandbox/fleet.yml --profiles sandbox/profiles --out $(SANDBOX)/pci >/dev/null
+
+# --- Benchmark, not a test (benchmarks/README.md): labels + rollout wait on 500 kwok nodes, ours against a naive loop
+.PHONY: benchmark
+benchmark: venv k8s-binaries
+	CACHE_DIR=$(CACHE_DIR) $(PY) benchmarks/labels_rollout.py $(BENCHMARK_ARGS)
 
 # --- The two commands
 .PHONY: demo test test-static test-molecule test-python clean
@@ -85,8 +117,7 @@ demo: venv fakenvml node-images nodes-up sandbox-up
 
 test: test-static test-molecule test-python
 
-test-static: venv sanity lint
-	$(VENV)/bin/antsibull-changelog lint
+test-static: venv sanity lint units changelog
 
 MOLECULE_SCENARIOS := $(notdir $(patsubst %/,%,$(dir $(wildcard molecule/*/molecule.yml))))
 test-molecule: venv node-images fake-pci apt-repo

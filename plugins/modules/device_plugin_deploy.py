@@ -166,6 +166,13 @@ attributes:
   diff_mode:
     support: full
     details: Before and after of every object that changes, without status and server-managed metadata.
+  idempotent:
+    description: Whether a second run with the same options changes nothing and reports no change.
+    support: full
+    details:
+      - The live objects are compared before and after the server-side apply, so a second run reports every object
+        V(unchanged). The pods only roll when the config changes (its hash is in the pod template).
+      - With O(state=absent), a second run finds nothing of the module's left and reports no change.
   platform:
     platforms: posix
 notes:

@@ -31,6 +31,11 @@ attributes:
     details: The module only reads.
   diff_mode:
     support: none
+    details: The module changes nothing, so there is nothing to show.
+  idempotent:
+    description: Whether a second run with the same options changes nothing and reports no change.
+    support: full
+    details: The module only reads; it always reports no change.
   facts:
     support: full
   platform:
@@ -170,14 +175,17 @@ ansible_facts:
                   description: Whether the GPU supports MIG.
                   type: bool
                   returned: always
+                  sample: true
                 current:
                   description: Whether MIG mode is on now.
                   type: bool
                   returned: always
+                  sample: true
                 pending:
                   description: MIG mode after the next GPU reset.
                   type: bool
                   returned: always
+                  sample: true
                 devices:
                   description: The MIG devices when MIG is on.
                   type: list
@@ -188,6 +196,7 @@ ansible_facts:
                       description: MIG device UUID.
                       type: str
                       returned: always
+                      sample: MIG-9df40cf6-fdfa-5aba-924b-2e1c28d8a2f0
                     profile:
                       description: Profile name as nvidia-smi and the device plugin name it.
                       type: str
@@ -202,14 +211,17 @@ ansible_facts:
                       description: Streaming multiprocessors in the MIG device.
                       type: int
                       returned: always
+                      sample: 14
                     gpu_instance_id:
                       description: GPU instance id.
                       type: int
                       returned: always
+                      sample: 7
                     compute_instance_id:
                       description: Compute instance id.
                       type: int
                       returned: always
+                      sample: 0
             healthy:
               description: Whether NVML answered the identity calls (handle, name, UUID, memory) for this GPU.
               type: bool

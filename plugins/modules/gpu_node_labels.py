@@ -105,6 +105,7 @@ attributes:
   idempotent:
     description: Whether a second run with the same options changes nothing and reports no change.
     support: full
+    details: Only nodes whose labels differ from the wanted ones are patched; a second run patches none.
   platform:
     platforms: posix
 notes:
@@ -177,19 +178,23 @@ nodes:
       description: V(changed), V(unchanged), or V(missing) (not in the cluster, skipped with O(missing_nodes=skip)).
       type: str
       returned: always
+      sample: changed
     labels:
       description: Every label this module wants on the node (empty for a node without GPUs or O(state=absent)).
       type: dict
       returned: always
+      sample: {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "4"}
     labels_set:
       description: Labels that appear or get a new value, with that value.
       type: dict
       returned: always
+      sample: {"nvidia.com/gpu.count": "4"}
     labels_removed:
       description: Labels removed because this module set them earlier and no longer wants them.
       type: list
       elements: str
       returned: always
+      sample: ["nvidia.com/gpu.memory"]
 summary:
   description: Counts over RV(nodes).
   returned: always
