@@ -61,7 +61,7 @@ def test_proof_on_a_node_passes_and_cleans_up(sandbox, gpu_node):
 
 
 def test_require_log_fails_where_logs_cannot_be_read(sandbox, gpu_node):
-    rc, result, _ = proof(sandbox, nodes=[gpu_node], require_log=True)
+    rc, result, _ns = proof(sandbox, nodes=[gpu_node], require_log=True)
     assert rc != 0
     assert "its log cannot be read" in result["msg"] and "require_log" in result["msg"]
 
@@ -85,6 +85,6 @@ def test_check_mode_runs_nothing(sandbox, gpu_node):
 
 
 def test_unknown_node_is_one_clear_error(sandbox):
-    rc, result, _ = proof(sandbox, nodes=["no-such-node"])
+    rc, result, _ns = proof(sandbox, nodes=["no-such-node"])
     assert rc != 0
     assert result["msg"] == "nodes: node 'no-such-node' is not in the cluster"
