@@ -98,6 +98,17 @@ release-notes: venv
 	$(VENV)/bin/antsibull-changelog lint
 	$(VENV)/bin/antsibull-changelog release --reload-plugins
 
+# --- The collection as users get it: `ansible-galaxy collection build`, installed offline into .build/artifact.
+# `make demo` runs the bring-up from there, so the demo proves the built artifact, not this working tree.
+ARTIFACT_COLLECTIONS := $(BUILD)/artifact
+.PHONY: artifact
+artifact: venv
+	rm -rf $(BUILD)/dist $(ARTIFACT_COLLECTIONS) && mkdir -p $(BUILD)/dist
+	$(VENV)/bin/ansible-galaxy collection build --force --output-path $(BUILD)/dist . >/dev/null
+	ANSIBLE_COLLECTIONS_PATH=$(ARTIFACT_COLLECTIONS) $(VENV)/bin/ansible-galaxy collection install --offline --no-deps --force \
+	  -p $(ARTIFACT_COLLECTIONS) $(BUILD)/dist/kubegpu-cluster-*.tar.gz >/dev/null
+	@echo "artifact: $$(ls $(BUILD)/dist/kubegpu-cluster-*.tar.gz) ($$(du -k $(BUILD)/dist/kubegpu-cluster-*.tar.gz | cut -f1) KiB), installed in $(ARTIFACT_COLLECTIONS)"
+
 # --- Fake PCI buses of the fleet's nodes (sandbox/images/fake_pci.py), also mounted by the molecule scenarios
 .PHONY: fake-pci
 fake-pci: venv
@@ -110,8 +121,9 @@ benchmark: venv k8s-binaries
 
 # --- The two commands
 .PHONY: demo test test-static test-molecule test-python clean
-demo: venv fakenvml node-images nodes-up sandbox-up
-	$(VENV)/bin/ansible-playbook -i $(SANDBOX)/inventory -i sandbox/inventory/k8s_api.yml sandbox/demo.yml
+demo: venv fakenvml node-images nodes-up sandbox-up artifact
+	ANSIBLE_COLLECTIONS_PATH=$(ARTIFACT_COLLECTIONS) \
+	  $(VENV)/bin/ansible-playbook -i $(SANDBOX)/inventory -i sandbox/inventory/k8s_api.yml sandbox/demo.yml
 	@echo; cat $(SANDBOX)/demo-report.txt
 	@echo; echo "The same as JSON: $(SANDBOX)/demo-summary.json"
 
