@@ -95,16 +95,32 @@ def load_yaml(path, default=None):
     return default if data is None else data
 
 
+def _documentation(path, holder=None):
+    """The DOCUMENTATION string of a module file (or of the class ``holder`` in a doc fragment file), as data."""
+    body = ast.parse(path.read_text(encoding="utf-8")).body
+    if holder:
+        body = [n for node in body if isinstance(node, ast.ClassDef) and node.name == holder for n in node.body]
+    for node in body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "DOCUMENTATION" for t in node.targets):
+            return yaml.safe_load(ast.literal_eval(node.value)) or {}
+    return {}
+
+
 def module_requirements(root, fqcn, namespace, name):
-    """The ``requirements`` of one of the collection's modules, from its DOCUMENTATION."""
+    """The ``requirements`` of one of the collection's modules, from its DOCUMENTATION and the collection's own doc
+    fragments it extends."""
     prefix = "%s.%s." % (namespace, name)
     path = root / "plugins" / "modules" / ("%s.py" % fqcn[len(prefix):])
     if not fqcn.startswith(prefix) or not path.is_file():
         return []
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "DOCUMENTATION" for t in node.targets):
-            return paragraphs((yaml.safe_load(ast.literal_eval(node.value)) or {}).get("requirements"))
-    return []
+    doc = _documentation(path)
+    needs = list(doc.get("requirements") or [])
+    for fragment in doc.get("extends_documentation_fragment") or []:
+        if fragment.startswith(prefix):
+            frag_path = root / "plugins" / "doc_fragments" / ("%s.py" % fragment[len(prefix):].split(".")[0])
+            if frag_path.is_file():
+                needs += _documentation(frag_path, "ModuleDocFragment").get("requirements") or []
+    return paragraphs(needs)
 
 
 class Collection:

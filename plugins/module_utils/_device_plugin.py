@@ -450,6 +450,21 @@ def short_nodes(nodes, expected):
     return out
 
 
+def container_reasons(pod):
+    """Why the pod's containers are not running (``CrashLoopBackOff``, ``ErrImagePull``, a last exit with its message),
+    as text to append to its phase; empty when they run."""
+    reasons = []
+    for status in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+        state = status.get("state") or {}
+        waiting = state.get("waiting") or {}
+        last = ((status.get("lastState") or {}).get("terminated")) or state.get("terminated") or {}
+        if waiting.get("reason"):
+            reasons.append("%s: %s" % (waiting["reason"], waiting.get("message") or "waiting"))
+        if last.get("exitCode"):
+            reasons.append("last exit %s%s" % (last["exitCode"], ": " + last["message"].strip()[:300] if last.get("message") else ""))
+    return ", " + "; ".join(reasons) if reasons else ""
+
+
 def rolled_out(daemonset):
     """Whether a DaemonSet's rollout is complete (as ``kubectl rollout status`` judges it)."""
     if not daemonset:
@@ -579,9 +594,9 @@ class Deployment(object):
             except _k8s.WaitTimeout as exc:
                 status = ((exc.details.get("last") or {}).get(name) or {}).get("status") or {}
                 raise _k8s.K8sError(
-                    "timed out after %ss waiting for the rollout of %s: desired %s, updated %s, available %s. %s"
+                    "timed out after %ss waiting for the rollout of %s: desired %s, updated %s, available %s. %s. %s"
                     % (timeout, obj_key, status.get("desiredNumberScheduled", 0), status.get("updatedNumberScheduled", 0),
-                       status.get("numberAvailable", 0), self._pods_summary(None)), rollout=status)
+                       status.get("numberAvailable", 0), self._pods_summary(None), NVML_HINT), rollout=status)
         return deadline
 
     def _pods_summary(self, node):
@@ -598,8 +613,9 @@ class Deployment(object):
                                       field_selector="involvedObject.name=%s" % name)
             events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
             last = "; ".join("%s: %s" % (e.get("reason"), e.get("message")) for e in events[-3:]) or "no events"
-            parts.append("pod %s on %s is %s (last events: %s)" % (name, pod["spec"].get("nodeName"),
-                                                                   (pod.get("status") or {}).get("phase"), last))
+            parts.append("pod %s on %s is %s%s (last events: %s)" % (name, pod["spec"].get("nodeName"),
+                                                                     (pod.get("status") or {}).get("phase"),
+                                                                     container_reasons(pod), last))
         return "; ".join(parts)
 
     def wait_nodes(self, expected, deadline):

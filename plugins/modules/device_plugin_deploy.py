@@ -25,17 +25,7 @@ description:
     allocatable counts; on timeout it names each node that is short, its plugin pod's phase and last events.
 author:
   - kubegpu.cluster contributors (@kubegpu)
-requirements:
-  - kubernetes (the Python client) on the host that runs the module.
 options:
-  kubeconfig:
-    description:
-      - Path to a kubeconfig file. Without it and O(context), the in-cluster service account is used (the default
-        kubeconfig outside a cluster). Its contents are never printed.
-    type: path
-  context:
-    description: The kubeconfig context to use; its current context by default.
-    type: str
   namespace:
     description:
       - The namespace of the deployment. Created by the module when missing, and then marked with the annotation
@@ -51,7 +41,9 @@ options:
     description: The image, for a private registry or mirror. Defaults to C(nvcr.io/nvidia/k8s-device-plugin:<version>).
     type: str
   image_pull_secrets:
-    description: Names of Secrets in O(namespace) to pull the image with.
+    description:
+      - Names of Secrets in O(namespace) to pull the image with. Create the namespace and the Secrets first; a
+        namespace the module creates has none.
     type: list
     elements: str
     default: []
@@ -87,6 +79,7 @@ options:
         description:
           - V(time-slicing) or V(mps) advertise every GPU O(sharing.replicas) times. MPS is refused with
             O(mig_strategy=mixed) and sets C(flags.mpsRoot) to C(/run/nvidia/mps) (mounted from the host).
+          - MPS also needs NVIDIA's MPS control daemon running on the nodes, which this module does not deploy.
         type: str
         choices: [none, time-slicing, mps]
         default: none
@@ -131,6 +124,8 @@ options:
       - Also deploy GPU feature discovery (same image, its own DaemonSet, C(flags.gfd) in the shared config). Its
         ServiceAccount may only C(get), C(list), C(watch), C(create) and C(update) C(nodefeatures.nfd.k8s-sigs.io)
         in O(namespace) (the NodeFeature objects NFD turns into node labels) and C(get) nodes.
+      - Node feature discovery (NFD) must run in the cluster, with its NodeFeature API, to turn those objects into
+        labels; this module does not deploy it.
     type: bool
     default: false
   state:
@@ -157,6 +152,7 @@ options:
     type: dict
     default: {}
 extends_documentation_fragment:
+  - kubegpu.cluster.k8s_auth
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:

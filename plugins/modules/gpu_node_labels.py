@@ -38,15 +38,6 @@ description:
 author:
   - kubegpu.cluster contributors (@kubegpu)
 options:
-  kubeconfig:
-    description:
-      - Path to a kubeconfig file. Its content is never logged or returned.
-      - Without O(kubeconfig) and O(context), the in-cluster configuration (service account) is used, and when the
-        module does not run in a pod, the default kubeconfig (E(KUBECONFIG) or C(~/.kube/config)).
-    type: path
-  context:
-    description: The kubeconfig context to use; the file's current context when omitted.
-    type: str
   nodes:
     description:
       - Node name to the C(gpu) fact of that node, for example
@@ -92,9 +83,8 @@ options:
     type: int
     default: 4
 extends_documentation_fragment:
+  - kubegpu.cluster.k8s_auth
   - ansible.builtin.action_common_attributes
-requirements:
-  - kubernetes (the Python client) on the host the module runs on.
 attributes:
   check_mode:
     support: full

@@ -25,17 +25,7 @@ description:
     (C(Insufficient nvidia.com/gpu), an untolerated taint, an image that cannot be pulled, NVML not found).
 author:
   - kubegpu.cluster contributors (@kubegpu)
-requirements:
-  - kubernetes (the Python client) on the host that runs the module.
 options:
-  kubeconfig:
-    description:
-      - Path to a kubeconfig file. Without it and O(context), the in-cluster service account is used (the default
-        kubeconfig outside a cluster). Its contents are never printed.
-    type: path
-  context:
-    description: The kubeconfig context to use; its current context by default.
-    type: str
   namespace:
     description: Namespace for the Jobs; created (and deleted afterwards) when missing.
     type: str
@@ -95,6 +85,7 @@ options:
     type: int
     default: 300
 extends_documentation_fragment:
+  - kubegpu.cluster.k8s_auth
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:

@@ -215,3 +215,12 @@ def test_failure_messages():
     assert dp.failure(dp.DevicePluginConfigError("sharing.replicas", "bad")) == {"msg": "sharing.replicas: bad",
                                                                                  "option": "sharing.replicas"}
     assert "exception" in dp.failure(RuntimeError("boom"))
+
+
+def test_container_reasons_say_why_a_plugin_pod_does_not_run():
+    assert dp.container_reasons({"status": {"containerStatuses": [{"state": {"running": {}}}]}}) == ""
+    crash = {"status": {"containerStatuses": [{
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container"}},
+        "lastState": {"terminated": {"exitCode": 1, "message": "Failed to initialize NVML: could not load NVML library\n"}}}]}}
+    assert dp.container_reasons(crash) == (", CrashLoopBackOff: back-off 5m0s restarting failed container; last exit 1: "
+                                           "Failed to initialize NVML: could not load NVML library")
