@@ -97,3 +97,66 @@ def test_plan_refuses_what_cannot_run():
         proof.plan({}, {"cpu-1": {}})
     with pytest.raises(_k8s.K8sError, match="no node advertises"):
         proof.plan({"per_node": True}, {"cpu-1": {}})
+
+
+class FakeClient(object):
+    """Just the reads ``Proof._verdict`` makes: the proof's pod and the events."""
+
+    def __init__(self, pods=(), events=()):
+        self.pods = list(pods)
+        self.events = list(events)
+
+    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
+        return list(self.pods) if kind == "Pod" else list(self.events)
+
+
+class FakeCore(object):
+    def __init__(self, log=None, error=None):
+        self.log = log
+        self.error = error
+
+    def read_namespaced_pod_log(self, name, namespace, container=None, _request_timeout=None):
+        if self.error:
+            raise self.error
+        return self.log
+
+
+POD = {"metadata": {"name": "gpu-proof-abcde"}, "spec": {"nodeName": "gpu-1"}, "status": {"phase": "Succeeded"}}
+DONE = {"metadata": {"name": "gpu-proof"}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+VECTORADD = "[Vector addition of 50000 elements]\nCopy input data from the host memory to the CUDA device\nTest PASSED\nDone\n"
+
+
+def verdict(core, job=DONE, pods=(POD,), events=(), **params):
+    options = dict(success_pattern=proof.DEFAULT_PATTERN, timeout=60)
+    options.update(params)
+    return proof.Proof(options, FakeClient(pods, events), core)._verdict(None, "nvidia.com/gpu", job)
+
+
+def test_log_with_the_pattern_passes():
+    result = verdict(FakeCore(VECTORADD))
+    assert (result["passed"], result["log_checked"], result["node"]) == (True, True, "gpu-1")
+    assert result["detail"] == "succeeded, log shows 'Test PASSED'"
+
+
+def test_log_without_the_pattern_fails_even_though_the_job_succeeded():
+    result = verdict(FakeCore("CUDA error: no CUDA-capable device is detected\nTest FAILED\n"))
+    assert (result["passed"], result["log_checked"]) == (False, True)
+    assert result["detail"] == "succeeded, but 'Test PASSED' is not in its log"
+    assert "no CUDA-capable device" in result["log_tail"]
+
+
+def test_unreadable_log_passes_on_success_unless_required():
+    error = _k8s.ApiException(status=500, reason="Internal Server Error")
+    assert verdict(FakeCore(error=error))["passed"] is True
+    strict = verdict(FakeCore(error=error), require_log=True)
+    assert strict["passed"] is False and "require_log is set" in strict["detail"]
+
+
+def test_failed_job_names_the_pod_and_the_fix():
+    failed = {"metadata": {"name": "gpu-proof"}, "status": {"conditions": [{"type": "Failed", "status": "True"}]}}
+    pod = dict(POD, status={"phase": "Failed", "reason": "UnexpectedAdmissionError",
+                            "message": "maximum request size for shared resources is 1; found 2"})
+    result = verdict(FakeCore(VECTORADD), job=failed, pods=[pod])
+    assert result["passed"] is False and result["log_checked"] is False
+    assert result["detail"].startswith("failed: pod gpu-proof-abcde is Failed (UnexpectedAdmissionError; maximum request")
+    assert result["detail"].endswith("the kubelet refused the pod at admission (shared GPUs: ask for one device only)")
