@@ -126,7 +126,8 @@ DONE = {"metadata": {"name": "gpu-proof"}, "status": {"conditions": [{"type": "C
 VECTORADD = "[Vector addition of 50000 elements]\nCopy input data from the host memory to the CUDA device\nTest PASSED\nDone\n"
 
 
-def verdict(core, job=DONE, pods=(POD,), events=(), **params):
+def verdict(core, job=None, pods=(POD,), events=(), **params):
+    job = DONE if job is None else job
     options = dict(success_pattern=proof.DEFAULT_PATTERN, timeout=60)
     options.update(params)
     return proof.Proof(options, FakeClient(pods, events), core)._verdict(None, "nvidia.com/gpu", job)
