@@ -27,6 +27,7 @@ import os
 import platform
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -195,18 +196,29 @@ def run_playbook(approach: str, inputs: dict, kubeconfig: Path, workdir: Path, r
                                  "wait_timeout": wait_timeout})]
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False, cwd=ROOT)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        stdout, stderr = proc.communicate()
+    except BaseException:
+        # Stopped (SIGTERM, Ctrl-C): SIGINT makes ansible-playbook stop its workers, which run in their own sessions
+        # and would outlive a killed ansible-playbook.
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
     total = time.monotonic() - started
     cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    (workdir / ("run%d-%s.json" % (run, approach))).write_text(proc.stdout, encoding="utf-8")
+    (workdir / ("run%d-%s.json" % (run, approach))).write_text(stdout, encoding="utf-8")
     try:
-        tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
+        tasks = json.loads(stdout)["plays"][0]["tasks"]
     except (ValueError, KeyError, IndexError):
         tasks = []
     if proc.returncode != 0 or not tasks:
         failed = [t["task"]["name"] + ": " + str(h.get("msg"))[:2000] for t in tasks for h in t["hosts"].values() if h.get("failed")]
         raise SystemExit("benchmark: %s playbook failed (rc %d): %s\n%s"
-                         % (approach, proc.returncode, "; ".join(failed), proc.stderr[-3000:]))
+                         % (approach, proc.returncode, "; ".join(failed), stderr[-3000:]))
     steps = [(t["task"]["name"], task_seconds(t)) for t in tasks]
     # GETs of the naive until/retries loop (each item result of a task with `until` has its `attempts`)
     polls = sum(r.get("attempts", 0) for t in tasks for h in t["hosts"].values() for r in h.get("results", []))
@@ -305,6 +317,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, help="JSON results file (default benchmarks/results/labels-rollout-<UTC time>.json)")
     parser.add_argument("--keep-workdir", action="store_true", help="keep the sandbox state, inventory and playbook output")
     args = parser.parse_args(argv)
+    # SIGTERM (a killed `make benchmark`) raises SystemExit, so that the finally below takes the sandbox down.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     approaches = [args.only] if args.only else ["ours", "naive"]
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or HERE / "results" / ("labels-rollout-%s.json" % stamp)
