@@ -139,7 +139,7 @@ test-molecule: venv node-images fake-pci apt-repo
 # to end, the control plane and its device-manager simulator); the fleet is taken down afterwards whatever the
 # result, and the control plane by its own session fixture when that fixture started it.
 test-python: venv fakenvml check-profiles k8s-binaries containerd2 node-images nodes-up
-	status=0; FAKENVML_BUILD_DIR=$(BUILD)/fakenvml CONTAINERD2=$(CONTAINERD2_BIN) $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; $(MAKE) --no-print-directory nodes-down >/dev/null; exit $$status
+	status=0; KUBEGPU_REQUIRE_SETUP=1 FAKENVML_BUILD_DIR=$(BUILD)/fakenvml CONTAINERD2=$(CONTAINERD2_BIN) $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; $(MAKE) --no-print-directory nodes-down >/dev/null; exit $$status
 
 clean:
 	-$(MAKE) --no-print-directory nodes-down

@@ -15,6 +15,7 @@ import pytest
 import tomlkit
 
 from ansible_cli import run_module
+from setup_steps import missing_setup
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "runtime")
@@ -27,9 +28,15 @@ needs_containerd = pytest.mark.skipif(CONTAINERD is None, reason="no containerd 
 
 # A containerd 2.x binary (config version 3), when one is at hand: CONTAINERD2=/path/to/containerd
 CONTAINERD2 = os.environ.get("CONTAINERD2")
-needs_containerd2 = pytest.mark.skipif(not CONTAINERD2 or not os.access(CONTAINERD2, os.X_OK),
-                                       reason="set CONTAINERD2 to a containerd 2.x binary to check version 3 with containerd itself "
-                                              "(e.g. built with 'go build github.com/containerd/containerd/v2/cmd/containerd')")
+needs_containerd2 = pytest.mark.usefixtures("containerd2_binary")
+
+
+@pytest.fixture
+def containerd2_binary():
+    """Skips by hand (fails under make test, which builds it) when no containerd 2.x binary is at hand."""
+    if not CONTAINERD2 or not os.access(CONTAINERD2, os.X_OK):
+        missing_setup("set CONTAINERD2 to a containerd 2.x binary to check version 3 with containerd itself "
+                      "(make containerd2 builds one)")
 
 
 def module(args, check=False, diff=False, path_first=None):

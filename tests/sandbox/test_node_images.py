@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import testinfra
 import yaml
+from setup_steps import missing_setup
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES_DIR = ROOT / 'sandbox' / 'profiles'
@@ -94,14 +95,14 @@ def _expected_pci(devices, driver):
 def running_nodes():
     """Names of the running sandbox containers; skips the module when the fleet is not up."""
     if shutil.which('docker') is None:
-        pytest.skip('fleet not up: no docker client (make nodes-up)')
+        missing_setup('fleet not up: no docker client (make nodes-up)')
     proc = subprocess.run(['docker', 'ps', '--filter', 'label=kubegpu.sandbox=1', '--format', '{{.Names}}'],
                           capture_output=True, text=True, timeout=30, check=False)
     if proc.returncode != 0:
-        pytest.skip('fleet not up: docker engine not answering (%s); run make nodes-up' % proc.stderr.strip())
+        missing_setup('fleet not up: docker engine not answering (%s); run make nodes-up' % proc.stderr.strip())
     names = set(proc.stdout.split())
     if not names:
-        pytest.skip('fleet not up: no container labelled kubegpu.sandbox=1; run make nodes-up')
+        missing_setup('fleet not up: no container labelled kubegpu.sandbox=1; run make nodes-up')
     return names
 
 
