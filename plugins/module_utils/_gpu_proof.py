@@ -20,6 +20,7 @@ except ImportError:
     CoreV1Api = None
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _k8s
+from ansible_collections.kubegpu.cluster.plugins.module_utils._device_plugin import advertised
 
 DEFAULT_NAMESPACE = "gpu-validation"
 DEFAULT_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
@@ -54,19 +55,6 @@ class ProofError(Exception):
         self.option = option
         self.message = message
         super(ProofError, self).__init__("%s: %s" % (option, message))
-
-
-def advertised(node):
-    """``{resource: count}`` of a node's ``nvidia.com/*`` allocatable."""
-    alloc = ((node or {}).get("status") or {}).get("allocatable") or {}
-    out = {}
-    for name, value in sorted(alloc.items()):
-        if name.startswith(RESOURCE_PREFIX):
-            try:
-                out[name] = int(str(value))
-            except ValueError:
-                continue
-    return out
 
 
 def pick_resource(resources):
@@ -204,13 +192,15 @@ class Proof(object):
         return dict((n["metadata"]["name"], advertised(n)) for n in self.client.list("v1", "Node"))
 
     def _ensure_namespace(self, dry_run):
+        """Create the namespace when missing; returns whether it exists (before a dry run: whether it did)."""
         if self.client.get("v1", "Namespace", self.namespace) is not None:
-            return
+            return True
         obj = {"apiVersion": "v1", "kind": "Namespace",
                "metadata": {"name": self.namespace, "labels": {LABEL_MANAGED_BY: "kubegpu.cluster"},
                             "annotations": {ANNOTATION_CREATED_NAMESPACE: "gpu_proof"}}}
         self.client.apply(obj, dry_run=dry_run)
         self.created_namespace = not dry_run
+        return not dry_run
 
     def _pods(self, job):
         return self.client.list("v1", "Pod", namespace=self.namespace,
@@ -284,9 +274,8 @@ class Proof(object):
         jobs = [render_job(self.params, self.namespace, node, res) for node, res in proofs]
         result = {"allocatable": nodes, "namespace": self.namespace, "results": [], "passed": None}
         if check_mode:
-            self._ensure_namespace(dry_run=True)
-            for job in jobs:
-                if self.client.get("v1", "Namespace", self.namespace) is not None:
+            if self._ensure_namespace(dry_run=True):  # a dry run cannot place a Job in a namespace not there yet
+                for job in jobs:
                     self.client.apply(job, dry_run=True)  # the API server validates the Job
             result["results"] = [{"node": n, "resource": r, "job": j["metadata"]["name"], "passed": None,
                                   "detail": "check mode: not run"} for (n, r), j in zip(proofs, jobs)]
