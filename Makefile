@@ -18,15 +18,11 @@ help:
 
 # --- Debian packages the sandbox needs on this machine (Docker itself: see docker-engine in sandbox/images)
 HOST_PACKAGES := debootstrap gcc make pkg-config libjansson-dev rsync git openssl shellcheck python3-venv
+# The one apt install loop (what is not installed yet, in one apt-get run): $(APT_ENSURE) WHO PKG...
+APT_ENSURE := $(ROOT)/sandbox/apt_ensure.sh
 .PHONY: host-packages
 host-packages:
-	@missing=""; for pkg in $(HOST_PACKAGES); do \
-	  dpkg-query -W -f='$${db:Status-Status}' $$pkg 2>/dev/null | grep -qx installed || missing="$$missing $$pkg"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "host-packages: installing$$missing"; \
-	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
-	fi
+	@$(APT_ENSURE) host-packages $(HOST_PACKAGES)
 
 # Area rules (fake NVML, node images, control plane) live beside their sources.
 include $(sort $(wildcard sandbox/*/rules.mk))
@@ -71,7 +67,7 @@ lint: venv
 	$(VENV)/bin/yamllint -s .
 	$(VENV)/bin/ansible-lint --profile production --offline
 
-# ansible-test units on the same copy, for the collection's own tests (tests/unit/plugins; tests/unit/sandbox tests the
+# ansible-test units on the same copy, for the collection's own tests (tests/unit/plugins; tests/sandbox tests the
 # sandbox, which is not part of the collection, and runs in the pytest run). --requirements installs ansible-test's
 # units.txt and tests/unit/requirements.txt (pinned like requirements*.txt) into the venv; nothing is bootstrapped.
 .PHONY: units
@@ -132,14 +128,16 @@ test: test-static test-molecule test-python
 test-static: venv sanity lint units changelog
 
 MOLECULE_SCENARIOS := $(notdir $(patsubst %/,%,$(dir $(wildcard molecule/*/molecule.yml))))
-test-molecule: venv node-images fake-pci apt-repo
+test-molecule: venv node-images fake-pci apt-repo k8s-binaries
 	for scenario in $(MOLECULE_SCENARIOS); do $(VENV)/bin/molecule test -s $$scenario || exit 1; done
 
-# One pytest run over every suite (unit, fake NVML, node images on the running fleet, gpu_facts and the role end
-# to end, the control plane and its device-manager simulator); the fleet is taken down afterwards whatever the
-# result, and the control plane by its own session fixture when that fixture started it.
-test-python: venv fakenvml check-profiles k8s-binaries containerd2 node-images nodes-up
-	status=0; KUBEGPU_REQUIRE_SETUP=1 FAKENVML_BUILD_DIR=$(BUILD)/fakenvml CONTAINERD2=$(CONTAINERD2_BIN) $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; $(MAKE) --no-print-directory nodes-down >/dev/null; exit $$status
+# One pytest run over every suite (unit, fake NVML, node images on the fleet, gpu_facts and the role end to end, the
+# control plane and its device-manager simulator). No test depends on what ran before it (`make demo` first, say): the
+# fleet's containers are made afresh (nodes-fresh) and taken down afterwards whatever the result, and the control plane
+# is the test session's own (tests/conftest.py), never the demo's.
+test-python: venv fakenvml check-profiles k8s-binaries containerd2 nvidia-ctk node-images nodes-fresh
+	status=0; KUBEGPU_REQUIRE_SETUP=1 FAKENVML_BUILD_DIR=$(BUILD)/fakenvml CONTAINERD2=$(CONTAINERD2_BIN) NVIDIA_CTK=$(NVIDIA_CTK_BIN) \
+	  $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; $(MAKE) --no-print-directory nodes-down >/dev/null; exit $$status
 
 clean:
 	-$(MAKE) --no-print-directory nodes-down

@@ -46,12 +46,12 @@ from kubernetes import client as k8s_client  # noqa: E402
 from kubernetes import config as k8s_config  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
 
-from ansible_collections.kubegpu.cluster.plugins.module_utils import _device_plugin, _gpu_model, _node_labels  # noqa: E402
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants, labels, manifests, naming  # noqa: E402
 from sandbox.k8s import cluster, paths  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PLAYBOOKS = {"ours": HERE / "playbooks" / "ours.yml", "naive": HERE / "playbooks" / "naive.yml"}
-NAMESPACE = _device_plugin.DEFAULT_NAMESPACE
+NAMESPACE = constants.DEVICE_PLUGIN_NAMESPACE
 RESOURCE = "nvidia.com/gpu"
 
 
@@ -63,7 +63,7 @@ def gpu_fact(profile: dict, node: str) -> dict:
         "index": index,
         "uuid": "GPU-%s" % uuid.uuid5(uuid.NAMESPACE_URL, "%s/%d" % (node, index)),  # unique per node, as on real ones
         "name": dev["name"],
-        "product_slug": _gpu_model.product_slug(dev["name"]),
+        "product_slug": naming.product_slug(dev["name"]),
         "memory_total_mib": dev["memory_total_mib"],
         "pci_bus_id": dev["pci_bus_id"],
         "compute_capability": dev["compute_capability"],
@@ -80,7 +80,7 @@ def gpu_fact(profile: dict, node: str) -> dict:
         "present": True,
         "nvml": {"status": "ok", "message": ""},
         "driver_version": profile["driver_version"],
-        "cuda_driver_version": _gpu_model.cuda_version_string(profile["cuda_driver_version"]),
+        "cuda_driver_version": naming.cuda_version_string(profile["cuda_driver_version"]),
         "nvml_version": profile["nvml_version"],
         "count": len(devices),
         "devices": devices,
@@ -95,12 +95,12 @@ def write_inputs(workdir: Path, node_names: list, profile: dict) -> dict:
     hosts = {}
     for name in node_names:
         fact = gpu_fact(profile, name)
-        hosts[name] = {"gpu": fact, "gpu_labels": _node_labels.labels_for_facts(fact),
+        hosts[name] = {"gpu": fact, "gpu_labels": labels.labels_for_facts(fact),
                        "gpu_expected": {RESOURCE: fact["count"]}}
     inventory = workdir / "inventory.json"  # JSON is YAML: read by the yaml inventory plugin
     inventory.write_text(json.dumps({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}), encoding="utf-8")
     # The objects device_plugin_deploy applies with its defaults, plus a plain namespace.
-    objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}] + _device_plugin.render({})
+    objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}] + manifests.render({})
     manifest = workdir / "device-plugin.yml"
     manifest.write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
     first = hosts[node_names[0]]
@@ -157,7 +157,7 @@ def reset(api, names: list, labels: dict, expected: dict, timeout: float) -> flo
     apps = k8s_client.AppsV1Api(api.api_client)
     # kwok removes a deleted pod at a random time within its grace period (30 s by default): orphan the plugin pods
     # and delete them with no grace, so a reset takes seconds; then the namespace and what is left in it.
-    ignore_missing(apps.delete_namespaced_daemon_set, _device_plugin.PLUGIN_NAME, NAMESPACE, propagation_policy="Orphan")
+    ignore_missing(apps.delete_namespaced_daemon_set, constants.PLUGIN_NAME, NAMESPACE, propagation_policy="Orphan")
     ignore_missing(api.delete_collection_namespaced_pod, NAMESPACE, grace_period_seconds=0)
     ignore_missing(api.delete_namespace, NAMESPACE)
 

@@ -16,8 +16,10 @@ author:
 description:
   - Takes node name to C(gpu) fact (as M(kubegpu.cluster.gpu_facts) returns it) and the device plugin's MIG strategy
     and sharing options, and returns node name to the C(nvidia.com/*) allocatable counts the plugin will advertise,
-    following the plugin's rules. Nodes without GPUs are left out. The result is what
-    M(kubegpu.cluster.device_plugin_deploy) takes as O(kubegpu.cluster.device_plugin_deploy#module:expected).
+    following the plugin's rules. Nodes without GPUs are left out.
+  - A preview of what M(kubegpu.cluster.device_plugin_deploy) works out and waits for itself when given the same facts
+    as O(kubegpu.cluster.device_plugin_deploy#module:facts); both use the same code. Its result can also be passed as
+    O(kubegpu.cluster.device_plugin_deploy#module:expected).
   - "C(none): one C(nvidia.com/gpu) per GPU, MIG or not. C(single): C(nvidia.com/gpu) per MIG device when every GPU
     has MIG on with one profile (anything else is refused, as the plugin refuses it). C(mixed): C(nvidia.com/mig-<profile>)
     per MIG device plus C(nvidia.com/gpu) per GPU with MIG off."
@@ -59,21 +61,17 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.kubegpu.cluster.plugins.module_utils import _device_plugin
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import allocatable, plugin_config
 
 
 def gpu_expected_resources(facts, mig_strategy="none", sharing=None, node_names=None):
     if not isinstance(facts, dict):
         raise AnsibleFilterError("gpu_expected_resources: expects node name to gpu fact, got %s" % type(facts).__name__)
-    for node, gpu in facts.items():
-        if not isinstance(gpu, dict) or "present" not in gpu:
-            raise AnsibleFilterError("gpu_expected_resources: %s has no gpu fact (run kubegpu.cluster.gpu_facts on it "
-                                     "first)" % node)
-    names = node_names or {}
-    facts = dict((names.get(host) or host, gpu) for host, gpu in facts.items())
+    params = {"mig_strategy": mig_strategy, "sharing": sharing, "facts": facts, "node_names": node_names}
     try:
-        return _device_plugin.expected_from_facts({"mig_strategy": mig_strategy, "sharing": sharing}, facts)
-    except _device_plugin.DevicePluginConfigError as exc:
+        return allocatable.expected(params, plugin_config.build_config(params))
+    except KubegpuError as exc:
         raise AnsibleFilterError("gpu_expected_resources: %s" % exc)
 
 

@@ -24,22 +24,10 @@ import subprocess
 import tempfile
 import time
 
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, ValidationError
+
 NEW_FILE_MODE = 0o644
 NEW_DIR_MODE = 0o755
-
-
-class FileError(Exception):
-    """A file that cannot be read, written, validated or backed up; ``details`` go into the module's result."""
-
-    def __init__(self, message, path=None, details=None):
-        self.message = message
-        self.path = path
-        self.details = details or {}
-        super(FileError, self).__init__("%s: %s" % (path, message) if path else message)
-
-
-class ValidationError(FileError):
-    """The validate command refused a candidate; the live file was not touched."""
 
 
 def read_text(path):
@@ -216,5 +204,5 @@ def validate(argv, runner=run_command, shown=None, path=None):
         reason = lines[-1] if lines else "no output"
         raise ValidationError("validation failed (%s exited %d: %s); the live file was left as it was"
                               % (shown or " ".join(argv), rc, reason), path=path,
-                              details={"rc": rc, "stdout": out, "stderr": err, "cmd": argv})
+                              rc=rc, stdout=out, stderr=err, cmd=argv)
     return out

@@ -4,7 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
-"""What the kernel says about NVIDIA hardware, independently of the NVIDIA driver: PCI devices and loaded modules."""
+"""What the kernel says about a host's GPUs, independently of any vendor's driver or library: the GPUs on the PCI bus
+(by vendor ID) and the kernel modules loaded."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,7 +13,6 @@ __metaclass__ = type
 
 import os
 
-NVIDIA_PCI_VENDOR = 0x10DE
 # PCI base class 0x03 (display controller): subclass 0x00 VGA, 0x02 3D controller (datacenter GPUs).
 GPU_PCI_CLASSES = (0x0300, 0x0302)
 
@@ -28,8 +28,8 @@ def _read_hex(path):
         return None
 
 
-def nvidia_pci_devices(devices_path=PCI_DEVICES_PATH):
-    """List the NVIDIA GPUs on the PCI bus as sysfs shows them, sorted by address.
+def pci_gpus(vendor_id, devices_path=PCI_DEVICES_PATH):
+    """List the GPUs of one vendor (its PCI vendor ID) on the PCI bus as sysfs shows them, sorted by address.
 
     Each entry: ``address``, ``device_id``, ``subsystem_id`` (hex strings such as ``0x1db4``), ``class``
     (``0x030200``) and ``driver``, the kernel driver bound to it (``nvidia``, ``nouveau``, ``vfio-pci``) or ``None``.
@@ -42,7 +42,7 @@ def nvidia_pci_devices(devices_path=PCI_DEVICES_PATH):
     found = []
     for address in addresses:
         base = os.path.join(devices_path, address)
-        if _read_hex(os.path.join(base, "vendor")) != NVIDIA_PCI_VENDOR:
+        if _read_hex(os.path.join(base, "vendor")) != vendor_id:
             continue
         pci_class = _read_hex(os.path.join(base, "class"))
         if pci_class is None or (pci_class >> 8) not in GPU_PCI_CLASSES:
@@ -63,7 +63,7 @@ def nvidia_pci_devices(devices_path=PCI_DEVICES_PATH):
     return found
 
 
-def loaded_kernel_modules(proc_modules=PROC_MODULES_PATH, names=("nvidia", "nouveau")):
+def loaded_kernel_modules(proc_modules, names):
     """Return ``{name: loaded}`` for the given kernel modules, from ``/proc/modules``.
 
     An unreadable file gives ``None`` for each name: unknown, not "not loaded".

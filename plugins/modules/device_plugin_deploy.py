@@ -149,6 +149,21 @@ options:
     description:
       - Node name to a dict of resource name to count that the node must advertise as allocatable, for example
         C(gpu-1) with C(nvidia.com/gpu) V(4). Names without a prefix get C(nvidia.com/). A count of 0 means absent.
+      - Mutually exclusive with O(facts), which works these counts out.
+    type: dict
+    default: {}
+  facts:
+    description:
+      - Host name to its C(gpu) fact, as M(kubegpu.cluster.gpu_facts) returns it. The module works out what each node
+        will advertise from these facts and the plugin's config, with the plugin's own rules (the counts
+        M(kubegpu.cluster.gpu_expected_resources) previews), and waits for exactly that, as with O(expected). Nodes
+        without GPUs are left out. A node the plugin would refuse under these options (for example MIG devices of
+        several profiles with O(mig_strategy=single)) fails the module before any API call.
+      - Mutually exclusive with O(expected).
+    type: dict
+    default: {}
+  node_names:
+    description: Host name in O(facts) to its Kubernetes node name, for hosts whose names differ.
     type: dict
     default: {}
 extends_documentation_fragment:
@@ -239,6 +254,11 @@ resources:
   returned: always
   type: dict
   sample: {"gpu-1": {"nvidia.com/gpu": 4}}
+expected:
+  description: What the module waits for per node, from O(expected) or worked out from O(facts); empty for O(state=absent).
+  returned: always
+  type: dict
+  sample: {"gpu-1": {"nvidia.com/gpu": 4}}
 diff:
   description: C(before) and C(after), each mapping C(Kind/namespace/name) to the object (null when absent).
   returned: in diff mode
@@ -246,28 +266,29 @@ diff:
   sample: {"before": {"ConfigMap/nvidia-device-plugin/nvidia-device-plugin-config": null}, "after": {}}
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.kubegpu.cluster.plugins.module_utils import _device_plugin as dp
-from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import KUBERNETES_IMPORT_ERROR
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.deployment import run
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
-            namespace=dict(type="str", default=dp.DEFAULT_NAMESPACE),
-            version=dict(type="str", default=dp.DEVICE_PLUGIN_VERSION),
+        argument_spec=argument_spec(
+            namespace=dict(type="str", default=nv.DEVICE_PLUGIN_NAMESPACE),
+            version=dict(type="str", default=nv.DEVICE_PLUGIN_VERSION),
             image=dict(type="str"),
             image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),  # names, not secrets
-            mig_strategy=dict(type="str", default="none", choices=list(dp.MIG_STRATEGIES)),
-            device_list_strategy=dict(type="list", elements="str", default=["envvar"],
-                                      choices=list(dp.DEVICE_LIST_STRATEGIES)),
-            device_id_strategy=dict(type="str", default="uuid", choices=list(dp.DEVICE_ID_STRATEGIES)),
+            mig_strategy=dict(type="str", default=nv.DEFAULT_MIG_STRATEGY, choices=list(nv.MIG_STRATEGIES)),
+            device_list_strategy=dict(type="list", elements="str", default=list(nv.DEFAULT_DEVICE_LIST_STRATEGY),
+                                      choices=list(nv.DEVICE_LIST_STRATEGIES)),
+            device_id_strategy=dict(type="str", default=nv.DEFAULT_DEVICE_ID_STRATEGY, choices=list(nv.DEVICE_ID_STRATEGIES)),
             fail_on_init_error=dict(type="bool", default=True),
-            nvidia_driver_root=dict(type="str", default="/"),
+            nvidia_driver_root=dict(type="str", default=nv.DEFAULT_DRIVER_ROOT),
             sharing=dict(type="dict", options=dict(
-                strategy=dict(type="str", default="none", choices=list(dp.SHARING_STRATEGIES)),
+                strategy=dict(type="str", default="none", choices=list(nv.SHARING_STRATEGIES)),
                 replicas=dict(type="int"),
                 rename_by_default=dict(type="bool", default=False),
                 fail_requests_greater_than_one=dict(type="bool"),
@@ -275,25 +296,22 @@ def main():
                 resources=dict(type="list", elements="dict"),
             )),
             runtime_class=dict(type="str"),
-            node_selector=dict(type="dict", default=dict(dp.DEFAULT_NODE_SELECTOR)),
+            node_selector=dict(type="dict", default=dict(nv.DEFAULT_NODE_SELECTOR)),
             tolerations=dict(type="list", elements="dict"),
-            priority_class=dict(type="str", default=dp.DEFAULT_PRIORITY_CLASS),
+            priority_class=dict(type="str", default=nv.DEFAULT_PRIORITY_CLASS),
             gfd=dict(type="bool", default=False),
             state=dict(type="str", default="present", choices=["present", "absent"]),
             wait=dict(type="bool", default=True),
-            wait_timeout=dict(type="int", default=300),
+            wait_timeout=dict(type="int", default=nv.DEFAULT_WAIT_TIMEOUT),
             expected=dict(type="dict", default={}),
+            facts=dict(type="dict", default={}),
+            node_names=dict(type="dict", default={}),
         ),
+        mutually_exclusive=[("expected", "facts")],
         supports_check_mode=True,
     )
-    if KUBERNETES_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
-    try:
-        result = dp.run(module.params, check_mode=module.check_mode, want_diff=module._diff)
-    except Exception as exc:  # pylint: disable=broad-except  # typed errors become one message, bugs a traceback
-        module.fail_json(**dp.failure(exc))
-    else:
-        module.exit_json(**result)
+    run_module(module, lambda: run(module.params, check_mode=module.check_mode, want_diff=module._diff),
+               requires=REQUIRES)
 
 
 if __name__ == "__main__":

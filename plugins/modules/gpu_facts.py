@@ -270,20 +270,24 @@ ansible_facts:
           sample: {"nvidia": true, "nouveau": false}
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvml import gather_gpu_facts
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.nvml import gather_gpu_facts
 
 try:
     import pynvml
+    PYNVML_IMPORT_ERROR = None
 except ImportError:
     pynvml = None
+    PYNVML_IMPORT_ERROR = traceback.format_exc()
 
 
 def main():
     module = AnsibleModule(argument_spec={}, supports_check_mode=True)
-    if pynvml is None:
-        module.fail_json(msg=missing_required_lib("nvidia-ml-py", url="https://pypi.org/project/nvidia-ml-py/"))
-    module.exit_json(changed=False, ansible_facts={"gpu": gather_gpu_facts(pynvml)})
+    run_module(module, lambda: {"changed": False, "ansible_facts": {"gpu": gather_gpu_facts(pynvml)}},
+               requires=(("nvidia-ml-py", PYNVML_IMPORT_ERROR, "https://pypi.org/project/nvidia-ml-py/"),))
 
 
 if __name__ == "__main__":

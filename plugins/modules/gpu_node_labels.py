@@ -204,18 +204,20 @@ diff:
             "before": {"nvidia.com/gpu.count": "2"}, "after": {"nvidia.com/gpu.count": "1"}}]
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.kubegpu.cluster.plugins.module_utils import _node_labels
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client, node_labels
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.labels import labels_for
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
+        argument_spec=argument_spec(
             nodes=dict(type="dict"),
             node_names=dict(type="dict", default={}),
-            accelerator_label=dict(type="str", default="accelerator"),
+            accelerator_label=dict(type="str", default=nv.DEFAULT_ACCELERATOR_LABEL),
             state=dict(type="str", default="present", choices=["present", "absent"]),
             missing_nodes=dict(type="str", default="fail", choices=["fail", "skip"]),
             concurrency=dict(type="int", default=8),
@@ -225,18 +227,15 @@ def main():
         required_if=[("state", "present", ["nodes"])],
         supports_check_mode=True,
     )
-    if _node_labels.KUBERNETES_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=_node_labels.KUBERNETES_IMPORT_ERROR)
     params = module.params
-    try:
-        core = _node_labels.core_api(params["kubeconfig"], params["context"], pool_size=params["concurrency"])
-        labeller = _node_labels.NodeLabeller(core, timeout=params["request_timeout"], retries=params["retries"])
-        result = _node_labels.run(params, labeller, check_mode=module.check_mode, want_diff=module._diff)
-    except Exception as exc:  # pylint: disable=broad-except  # typed errors become one message, bugs a traceback
-        module.fail_json(**_node_labels.failure(exc))
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    module.exit_json(**result)
+
+    def work():
+        # the core API only (no discovery), with as many pooled connections as parallel patches
+        core = client.from_params(params, field_manager=node_labels.FIELD_MANAGER, pool_size=params["concurrency"]).core
+        labeller = node_labels.NodeLabeller(core, timeout=params["request_timeout"], retries=params["retries"])
+        return node_labels.run(params, labeller, labels_for, check_mode=module.check_mode, want_diff=module._diff)
+
+    run_module(module, work, requires=client.REQUIRES)
 
 
 if __name__ == "__main__":

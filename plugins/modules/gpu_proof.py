@@ -181,18 +181,19 @@ namespace:
   sample: gpu-validation
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.kubegpu.cluster.plugins.module_utils import _gpu_proof as proof
-from ansible_collections.kubegpu.cluster.plugins.module_utils import _k8s
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import run
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
-            namespace=dict(type="str", default=proof.DEFAULT_NAMESPACE),
-            image=dict(type="str", default=proof.DEFAULT_IMAGE),
+        argument_spec=argument_spec(
+            namespace=dict(type="str", default=nv.PROOF_NAMESPACE),
+            image=dict(type="str", default=nv.PROOF_IMAGE),
             command=dict(type="list", elements="str"),
             args=dict(type="list", elements="str"),
             image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),  # names, not secrets
@@ -201,28 +202,13 @@ def main():
             per_node=dict(type="bool", default=False),
             runtime_class=dict(type="str"),
             tolerations=dict(type="list", elements="dict"),
-            success_pattern=dict(type="str", default=proof.DEFAULT_PATTERN),
+            success_pattern=dict(type="str", default=nv.PROOF_PATTERN),
             require_log=dict(type="bool", default=False),
-            timeout=dict(type="int", default=300),
+            timeout=dict(type="int", default=nv.PROOF_TIMEOUT),
         ),
         supports_check_mode=True,
     )
-    if _k8s.KUBERNETES_IMPORT_ERROR:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=_k8s.KUBERNETES_IMPORT_ERROR)
-    try:
-        api_client = _k8s.connect(module.params["kubeconfig"], module.params["context"])
-        client = _k8s.Client(api_client, field_manager=proof.FIELD_MANAGER)
-        result = proof.Proof(module.params, client, proof.core_api(api_client)).run(check_mode=module.check_mode)
-    except proof.ProofError as exc:
-        module.fail_json(msg=str(exc), option=exc.option)
-    except _k8s.K8sError as exc:
-        module.fail_json(msg=exc.message, **dict((k, v) for k, v in exc.details.items() if k != "last"))
-    if result["passed"] is False:
-        failed = [r for r in result["results"] if not r["passed"]]
-        module.fail_json(msg="GPU proof failed: %s" % " | ".join(
-            "%s (%s on %s): %s" % (r["job"], r["resource"], r["node"] or "any node", r["detail"]) for r in failed),
-            changed=False, **result)
-    module.exit_json(changed=False, **result)
+    run_module(module, lambda: run(module.params, check_mode=module.check_mode), requires=REQUIRES)
 
 
 if __name__ == "__main__":

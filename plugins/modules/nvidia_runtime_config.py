@@ -10,7 +10,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: nvidia_runtime_config
-short_description: Register the NVIDIA container runtime with docker, containerd or CRI-O
+short_description: Register the NVIDIA container runtime with docker, containerd, CRI-O, k3s or RKE2
 version_added: 0.1.0
 description:
   - Adds the NVIDIA container runtime to the configuration of docker (C(daemon.json)), containerd (C(config.toml),
@@ -22,6 +22,10 @@ description:
   - "Files are replaced atomically: the new content is written to a temporary file in the same directory, with the
     owner, group and mode of the file it replaces (V(0644) for a new file; a missing directory is created V(0755)),
     validated, then renamed over the live file. Symbolic links are followed: the file they point to is replaced."
+  - "k3s and RKE2 generate their containerd's C(config.toml) again at every start, so the module never edits it (it
+    refuses such a path for O(runtime=containerd)). They register the NVIDIA runtime themselves when they find
+    C(nvidia-container-runtime) on their PATH; with O(runtime=k3s) or O(runtime=rke2) the module makes it their
+    default through what they read: a drop-in of their C(config.yaml.d) with C(default-runtime: <name>)."
   - The module does not restart the runtime; RV(restart_required) says when a restart is needed.
 author:
   - kubegpu.cluster contributors (@kubegpu)
@@ -30,11 +34,16 @@ options:
     description: The container runtime whose configuration is edited.
     type: str
     required: true
-    choices: [docker, containerd, crio]
+    choices: [docker, containerd, crio, k3s, rke2]
   config_path:
     description:
       - The runtime's main configuration file.
       - Defaults to C(/etc/docker/daemon.json), C(/etc/containerd/config.toml) or C(/etc/crio/crio.conf) by O(runtime).
+      - For k3s and RKE2, the drop-in the module writes, C(/etc/rancher/k3s/config.yaml.d/99-nvidia.yaml) or
+        C(/etc/rancher/rke2/config.yaml.d/99-nvidia.yaml); it holds the default runtime only, and goes with
+        O(state=absent) or O(set_as_default=false) (the distribution registers the runtime by itself). The module
+        refuses a O(runtime_path) they would not find (not C(nvidia-container-runtime) on PATH or in the GPU
+        operator's C(/usr/local/nvidia/toolkit)).
       - It does not have to exist; a missing file is created.
     type: path
   drop_in_path:
@@ -64,7 +73,9 @@ options:
     description:
       - Make the runtime the default (docker C(default-runtime), containerd C(default_runtime_name), CRI-O
         C(default_runtime)), so that pods without a RuntimeClass get the GPUs, as the device plugin needs.
-      - With O(state=absent), the default is removed when it names O(runtime_name), whatever this option says.
+      - V(false) on a file whose default is O(runtime_name) (from an earlier run) gives the default back to what the
+        user had before, as O(state=absent) does.
+      - With O(state=absent), the default goes back when it names O(runtime_name), whatever this option says.
     type: bool
     default: true
   cdi:
@@ -72,29 +83,33 @@ options:
       - Turn on CDI device injection, docker C(features.cdi) (docker 25 or later) and containerd C(enable_cdi) on the
         CRI plugin.
       - Ignored for CRI-O, which has no such switch (it always reads CDI specifications); the module warns.
-      - With O(state=absent) and V(true), C(features.cdi) or C(enable_cdi) is removed when it is V(true); nobody can
-        tell whether the module or a person set it, so leave this V(false) on removal to keep it.
+      - O(state=absent) gives C(features.cdi) or C(enable_cdi) back to what it was only where the module turned CDI on
+        (the marker described under RV(changed_files) remembers it; with a drop-in, the drop-in held it); a user's
+        own C(enable_cdi = true), such as EKS ships, stays, whatever this option says.
     type: bool
     default: false
   config_version:
     description:
       - containerd only (the module refuses any other value than V(auto) for docker and CRI-O).
-      - V(2) writes the containerd 1.x layout (CRI plugin C(io.containerd.grpc.v1.cri)), V(3) the containerd 2.x
-        layout (CRI runtime plugin C(io.containerd.cri.v1.runtime)).
+      - V(2) writes the containerd 1.x layout (CRI plugin C(io.containerd.grpc.v1.cri)), V(3) the containerd 2.0 to 2.2
+        layout and V(4) the containerd 2.3 and later layout (both with the CRI runtime plugin
+        C(io.containerd.cri.v1.runtime); version 4 differs from 3 in the server settings only).
       - V(auto) reads the C(version) of O(config_path). When the file is missing or holds no settings, it asks
-        C(containerd --version) (1.x means V(2), 2.x means V(3)), and writes V(2) when there is no containerd binary.
+        C(containerd --version) for the version that containerd writes itself (1.x means V(2), 2.0 to 2.2 mean V(3),
+        2.3 and later V(4)), and writes V(2) when there is no containerd binary.
       - A file with settings but no C(version) is version 1 for containerd; the module refuses it (and V(version = 1))
         rather than write a layout containerd would read differently. Migrate it first (C(containerd config migrate)).
-        An explicit V(2) or V(3) that differs from the file's C(version) is refused as well.
+        An explicit version that differs from the file's C(version) is refused as well.
     type: str
-    choices: ['auto', '2', '3']
+    choices: ['auto', '2', '3', '4']
     default: auto
   state:
     description:
       - V(present) registers the runtime.
-      - V(absent) removes the runtime's table, the default runtime setting when it names O(runtime_name) (the previous
-        default is not known, so none is restored and the runtime's built-in default applies), C(runtimes) (docker)
-        and any table left empty that had no header of its own, and C(features.cdi)/C(enable_cdi) as described for O(cdi).
+      - V(absent) removes the runtime's table; gives the default runtime setting, when it names O(runtime_name), back
+        to what the user had (see RV(changed_files) for the marker that remembers it; without one, the setting is
+        removed and the runtime's built-in default applies); removes C(runtimes) (docker) and any table left empty that
+        had no header of its own, and C(features.cdi)/C(enable_cdi) as described for O(cdi).
       - For a containerd drop-in, V(absent) removes the C(imports) entry equal to O(drop_in_path) (an C(imports) list
         left empty stays, as V([])) and deletes the drop-in. For a CRI-O drop-in, it removes the runtime's tables
         from the drop-in, and deletes the file when nothing else is left in it.
@@ -121,7 +136,8 @@ options:
         used, and the module also checks in its output that the merged configuration has the runtime (with
         C(BinaryName)), the default runtime and CDI as asked, so that a file imported later that replaces the CRI
         table is caught. With a drop-in, it warns when the CRI settings containerd would load change in other ways.
-        This is skipped, with a warning, when the binary is containerd 1.x and the config is version 3.
+        This is skipped, with a warning, when the installed containerd cannot read the config's version (1.x and version 3
+        or 4; 2.0 to 2.2 and version 4).
       - For a CRI-O drop-in, C(%s) is the candidate drop-in. For docker, C(dockerd --validate --config-file %s) does.
       - Set to an empty string to skip validation. Nothing is validated in check mode.
     type: str
@@ -144,10 +160,16 @@ attributes:
     platforms: posix
 notes:
   - The module edits files only; restart the runtime (a handler on RV(restart_required)) for the change to take effect.
-  - For containerd, the new runtime copies the settings and C(options) of a template runtime, the default runtime
-    (C(default_runtime_name)), else C(runc), else C(crun), as long as it uses the runc shim; so C(SystemdCgroup = true)
-    is inherited. C(runtime_type) is C(io.containerd.runc.v2) and C(options.BinaryName) is O(runtime_path). An
-    existing runtime table of that name keeps its other settings; only those two are enforced.
+  - For containerd, the runtime copies the settings and C(options) of a template runtime, the default runtime
+    (C(default_runtime_name); once ours is the default, the one it replaced), else C(runc), else C(crun), as long as
+    it uses the runc shim and is not an C(nvidia*) runtime, as nvidia-ctk picks it; so C(SystemdCgroup = true) is
+    inherited. C(runtime_type) is C(io.containerd.runc.v2) and C(options.BinaryName) is O(runtime_path). An existing
+    table of that name is refreshed from the template key by key (a stale C(SystemdCgroup) follows runc's again);
+    keys only it has stay.
+  - For CRI-O, the runtime copies the table of the default runtime, else C(runc), else C(crun) (C(monitor_path),
+    C(runtime_root), C(monitor_cgroup), C(allowed_annotations)), as nvidia-ctk does, with C(runtime_path) and
+    C(runtime_type = "oci"); with a drop-in, the template comes from O(config_path) and the drop-in together
+    (O(config_path) is read, never written).
   - Malformed JSON or TOML fails with the file, line and column, and the file is left byte for byte as it was.
 seealso:
   - name: nvidia-ctk runtime configure
@@ -200,7 +222,7 @@ config_path:
   type: str
   sample: /etc/containerd/conf.d/99-nvidia.toml
 config_version:
-  description: The containerd config version written (V(2) or V(3)); C(null) for docker and CRI-O.
+  description: The containerd config version written (V(2), V(3) or V(4)); C(null) for docker and CRI-O.
   returned: always
   type: int
   sample: 2
@@ -216,6 +238,11 @@ changed_files:
     - Every file changed (or, in check mode, that would change), in the order they are written. With a containerd
       drop-in, the drop-in comes first, then the main config (O(state=present)); the other way round for O(state=absent).
     - A changed file without an entry in RV(backup_files) did not exist before (a rollback deletes it).
+    - When the module makes O(runtime_name) the default of a file edited in place that named another default, or
+      turns CDI on there, it first writes C(<config_path>.kubegpu.json) beside it, holding what was there before, so
+      that O(state=absent) (or O(set_as_default=false)) gives it back exactly; the marker goes when nothing is left
+      to remember. No daemon reads it, so a change to the marker alone needs no restart (RV(restart_required)). A
+      drop-in needs no marker, as the user's settings stay in the main file.
   returned: always
   type: list
   elements: str
@@ -243,32 +270,31 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime_config import Host, failure, run
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import RUNTIME_NAME, RUNTIME_PATH
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import registry
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.engine import Host, run
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            runtime=dict(type="str", required=True, choices=["docker", "containerd", "crio"]),
+            runtime=dict(type="str", required=True, choices=registry.NAMES),
             config_path=dict(type="path"),
             drop_in_path=dict(type="path"),
-            runtime_name=dict(type="str", default="nvidia"),
-            runtime_path=dict(type="str", default="/usr/bin/nvidia-container-runtime"),
+            runtime_name=dict(type="str", default=RUNTIME_NAME),
+            runtime_path=dict(type="str", default=RUNTIME_PATH),
             set_as_default=dict(type="bool", default=True),
             cdi=dict(type="bool", default=False),
-            config_version=dict(type="str", default="auto", choices=["auto", "2", "3"]),
+            config_version=dict(type="str", default="auto", choices=["auto", "2", "3", "4"]),
             state=dict(type="str", default="present", choices=["present", "absent"]),
             backup=dict(type="bool", default=False),
             validate=dict(type="str"),
         ),
         supports_check_mode=True,
     )
-    try:
-        result = run(module.params, check_mode=module.check_mode, want_diff=module._diff, host=Host.from_module(module))
-    except Exception as exc:  # pylint: disable=broad-except  # typed errors become one message, bugs a traceback
-        module.fail_json(**failure(exc))
-    else:
-        module.exit_json(**result)
+    run_module(module, lambda: run(module.params, check_mode=module.check_mode, want_diff=module._diff,
+                                   host=Host.from_module(module)))
 
 
 if __name__ == "__main__":

@@ -28,14 +28,7 @@ apt-repo:
 	if [ -f $(APTREPO_OUT)/stable/deb/amd64/InRelease ] && [ "$$(cat $(APTREPO_STAMP) 2>/dev/null)" = "$$key" ]; then \
 	  echo "apt-repo: $(APTREPO_OUT) is up to date ($$key)"; exit 0; \
 	fi; \
-	missing=""; \
-	for pkg in $(APTREPO_HOST_PACKAGES); do \
-	  dpkg-query -W -f='$${db:Status-Status}' $$pkg 2>/dev/null | grep -qx installed || missing="$$missing $$pkg"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "apt-repo: installing$$missing"; \
-	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
-	fi; \
+	$(APT_ENSURE) apt-repo $(APTREPO_HOST_PACKAGES); \
 	rm -f $(APTREPO_STAMP); \
 	$(APTREPO_SRC)/build_repo.sh --out $(APTREPO_OUT) --gnupg $(APTREPO_GNUPG) --url $(APTREPO_URL); \
 	echo "$$key" > $(APTREPO_STAMP)

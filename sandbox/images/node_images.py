@@ -213,13 +213,8 @@ def images_loaded(key):
 
 
 def ensure_packages(packages):
-    """apt-get install the packages that are not installed yet."""
-    missing = [pkg for pkg in packages if "install ok installed" not in (output(["dpkg-query", "-W", "-f=${Status}", pkg]) or "")]
-    if missing:
-        log("installing %s" % " ".join(missing))
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        run(["apt-get", "update"], env=env)
-        run(["apt-get", "install", "-y", "--no-install-recommends"] + missing, env=env)
+    """apt-get install the packages that are not installed yet (the setup's one install loop, sandbox/apt_ensure.sh)."""
+    run([os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apt_ensure.sh"), "node-images"] + list(packages))
 
 
 def ensure_rootfs(cache, build_dir, mirror):

@@ -5,6 +5,7 @@
 #   make docker-engine   a working Docker engine (installs docker.io/containerd/runc and starts dockerd if needed)
 #   make node-images     kubegpu/node:{base,gpu,nodriver}, from the cache when the inputs did not change
 #   make nodes-up        the fleet of sandbox/fleet.yml as systemd containers + $(SANDBOX)/inventory/nodes.yml
+#   make nodes-fresh     nodes-down, then nodes-up: the fleet as the images make it
 #   make nodes-down      removes every container labelled kubegpu.sandbox=1
 #   make nodes-test      tests/sandbox/test_node_images.py against the running fleet
 
@@ -17,20 +18,12 @@ IMAGES_PLAYBOOK = ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WAR
 	$(VENV)/bin/ansible-playbook $(IMAGES_DIR)/nodes.yml \
 	-e nodes_root=$(ROOT) -e nodes_sandbox_dir=$(SANDBOX) $(NODES_ARGS)
 
-.PHONY: docker-engine node-images nodes-up nodes-down nodes-test
+.PHONY: docker-engine node-images nodes-up nodes-fresh nodes-down nodes-test
 
 # Poll `docker info` (bounded) rather than sleeping a fixed time; a dockerd that dies early ends the wait.
 docker-engine:
 	@if docker info >/dev/null 2>&1; then exit 0; fi; \
-	missing=""; \
-	for pkg in docker.io containerd runc; do \
-	  dpkg-query -W -f='$${db:Status-Status}' $$pkg 2>/dev/null | grep -qx installed || missing="$$missing $$pkg"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "docker-engine: installing$$missing"; \
-	  apt-get update -q; \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
-	fi; \
+	$(APT_ENSURE) docker-engine docker.io containerd runc; \
 	if docker info >/dev/null 2>&1; then exit 0; fi; \
 	mkdir -p $(SANDBOX); \
 	pid=""; \
@@ -54,6 +47,11 @@ node-images: docker-engine venv
 	$(PY) $(IMAGES_DIR)/node_images.py --root $(ROOT) --cache-dir $(IMAGES_CACHE) --build-dir $(BUILD)/images ensure
 
 nodes-up: node-images apt-repo venv
+	$(IMAGES_PLAYBOOK) -e nodes_state=started
+
+# The fleet as the images make it: containers left by an earlier run (the demo's, changed by its bring-up) go first.
+nodes-fresh: node-images apt-repo venv
+	$(IMAGES_PLAYBOOK) -e nodes_state=absent
 	$(IMAGES_PLAYBOOK) -e nodes_state=started
 
 nodes-down: venv

@@ -14,6 +14,9 @@ PROFILES_DIR = ROOT / "sandbox" / "profiles"
 SANDBOX_DIR = ROOT / ".sandbox"
 STATE_DIR = SANDBOX_DIR / "k8s"
 KUBECONFIG = SANDBOX_DIR / "kubeconfig"
+# The test session's own control plane (tests/sandbox/k8s/conftest.py), beside the demo's and never the same one.
+TEST_STATE_DIR = SANDBOX_DIR / "test-k8s"
+TEST_KUBECONFIG = TEST_STATE_DIR / "kubeconfig"
 
 
 def read_versions(path: Path = VERSIONS_FILE) -> dict:

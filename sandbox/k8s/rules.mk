@@ -35,4 +35,4 @@ sandbox-status:
 	$(K8S_CLI) status
 
 test-k8s: k8s-binaries venv
-	cd $(ROOT) && CACHE_DIR=$(CACHE_DIR) $(PY) -m pytest -p no:cacheprovider tests/unit/sandbox tests/integration/k8s $(K8S_PYTEST_ARGS)
+	cd $(ROOT) && CACHE_DIR=$(CACHE_DIR) $(PY) -m pytest -p no:cacheprovider tests/sandbox/unit tests/sandbox/k8s tests/integration/k8s $(K8S_PYTEST_ARGS)

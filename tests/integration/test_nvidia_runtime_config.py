@@ -26,7 +26,7 @@ CONTAINERD = shutil.which("containerd") or next((p for p in ("/usr/sbin/containe
 needs_containerd = pytest.mark.skipif(CONTAINERD is None, reason="no containerd binary on this host: its own parser is the judge here")
 
 
-# A containerd 2.x binary (config version 3), when one is at hand: CONTAINERD2=/path/to/containerd
+# A containerd 2.x binary (2.4: config version 4, and it reads 3), when one is at hand: CONTAINERD2=/path/to/containerd
 CONTAINERD2 = os.environ.get("CONTAINERD2")
 needs_containerd2 = pytest.mark.usefixtures("containerd2_binary")
 
@@ -339,6 +339,48 @@ def test_containerd_v3_validated_by_containerd_2(tmp_path, drop_in):
     assert rc == 0 and not again["changed"]
 
 
+# --- containerd 2.3 and later, config version 4 ------------------------------------------------------------------
+
+@needs_containerd2
+@pytest.mark.parametrize("drop_in", [False, True])
+def test_containerd_v4_default_config_validated_by_containerd_2_4(tmp_path, drop_in):
+    """containerd 2.4's own `config default` (version 4): the runtime goes into the CRI runtime plugin, the version
+    stays 4, containerd itself reads the result, and a second run changes nothing."""
+    main = seed(tmp_path, "containerd-2.4-default-v4.toml", "config.toml")
+    args = {"runtime": "containerd", "config_path": str(main)}
+    if drop_in:
+        args["drop_in_path"] = str(tmp_path / "conf.d" / "99-nvidia.toml")
+    rc, result = module(args, path_first=os.path.dirname(CONTAINERD2))
+    assert rc == 0 and result["changed"] and result["config_version"] == 4 and "warnings" not in result, result
+    assert tomlkit.parse(main.read_text()).unwrap()["version"] == 4
+    if drop_in:
+        assert tomlkit.parse((tmp_path / "conf.d" / "99-nvidia.toml").read_text()).unwrap()["version"] == 4
+    cri = dump(main, CONTAINERD2)["plugins"]["io.containerd.cri.v1.runtime"]
+    runtime = cri["containerd"]["runtimes"]["nvidia"]
+    assert runtime["options"]["BinaryName"] == BIN and runtime["runtime_type"] == "io.containerd.runc.v2"
+    assert runtime["options"]["SystemdCgroup"] is False  # copied from runc, as containerd's default has it
+    assert cri["containerd"]["default_runtime_name"] == "nvidia"
+    rc, again = module(args, path_first=os.path.dirname(CONTAINERD2))
+    assert rc == 0 and not again["changed"]
+
+
+@needs_containerd2
+def test_containerd_new_file_takes_version_4_from_containerd_2_4(tmp_path):
+    main = tmp_path / "etc" / "containerd" / "config.toml"
+    rc, result = module({"runtime": "containerd", "config_path": str(main)}, path_first=os.path.dirname(CONTAINERD2))
+    assert rc == 0 and result["config_version"] == 4 and "warnings" not in result  # 2.4 writes 4, and validated it
+    assert main.read_text().startswith("version = 4\n")
+    assert dump(main, CONTAINERD2)["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["default_runtime_name"] == "nvidia"
+
+
+@needs_containerd
+def test_containerd_1_x_does_not_judge_version_4(tmp_path):
+    main = seed(tmp_path, "containerd-2.4-default-v4.toml", "config.toml")
+    rc, result = module({"runtime": "containerd", "config_path": str(main)})
+    assert rc == 0 and result["changed"] and result["config_version"] == 4
+    assert any("cannot read config version 4" in w for w in result.get("warnings", [])), result
+
+
 # --- CRI-O -------------------------------------------------------------------------------------------------------
 
 def test_crio_in_place_and_drop_in(tmp_path):
@@ -347,17 +389,20 @@ def test_crio_in_place_and_drop_in(tmp_path):
     rc, result = module({"runtime": "crio", "config_path": str(conf), "cdi": True}, diff=True)
     assert rc == 0 and result["changed"] and any("cdi is ignored for crio" in w for w in result["warnings"])
     runtime = tomlkit.parse(conf.read_text()).unwrap()["crio"]["runtime"]
-    assert runtime["runtimes"]["nvidia"] == {"runtime_path": BIN, "runtime_type": "oci"} and runtime["default_runtime"] == "nvidia"
+    assert runtime["runtimes"]["nvidia"] == dict(runtime["runtimes"]["crun"], runtime_path=BIN)  # crun's settings
+    assert runtime["default_runtime"] == "nvidia"
     rc, gone = module({"runtime": "crio", "config_path": str(conf), "set_as_default": False, "state": "absent"})
-    assert rc == 0 and conf.read_text() == original.replace('default_runtime = "crun"\n', "")  # nothing is restored
+    assert rc == 0 and conf.read_text() == original  # crun is the default again, from the marker of the first run
+    assert not (tmp_path / "crio.conf.kubegpu.json").exists()
 
     conf.write_text(original)
     drop = tmp_path / "crio.conf.d" / "99-nvidia.toml"
     args = {"runtime": "crio", "config_path": str(conf), "drop_in_path": str(drop)}
     rc, result = module(args)
     assert rc == 0 and result["changed_files"] == [str(drop)] and conf.read_text() == original
-    assert drop.read_text() == ('[crio.runtime]\ndefault_runtime = "nvidia"\n\n[crio.runtime.runtimes.nvidia]\n'
-                                'runtime_path = "/usr/bin/nvidia-container-runtime"\nruntime_type = "oci"\n')
+    dropped = tomlkit.parse(drop.read_text()).unwrap()
+    crun = tomlkit.parse(original).unwrap()["crio"]["runtime"]["runtimes"]["crun"]
+    assert dropped == {"crio": {"runtime": {"default_runtime": "nvidia", "runtimes": {"nvidia": dict(crun, runtime_path=BIN)}}}}
     rc, again = module(args)
     assert rc == 0 and not again["changed"]
     rc, gone = module(dict(args, state="absent"))

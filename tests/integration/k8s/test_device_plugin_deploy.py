@@ -138,6 +138,34 @@ def test_mig_mixed_a100(sandbox, deploy):
     assert _allocatable(sandbox, "kg-a100") == want
 
 
+def _gpu_fact(fake_nvml_dir, profile_name):
+    """The gpu fact the real gpu_facts module reads from the fake NVML with a shipped profile."""
+    rc, result = run_module("kubegpu.cluster.gpu_facts", env={
+        "LD_LIBRARY_PATH": str(fake_nvml_dir), "FAKE_NVML_PROFILE": os.path.join(ROOT, "sandbox", "profiles", profile_name + ".json")})
+    assert rc == 0, result
+    return result["ansible_facts"]["gpu"]
+
+
+def test_the_module_works_out_what_to_wait_for_from_the_facts(sandbox, deploy, fake_nvml_dir):
+    """What the role does: facts by inventory name, a map to node names, and no expected counts of its own."""
+    run = deploy(["kg-a100"])
+    gpu = _gpu_fact(fake_nvml_dir, "a100x8-mig-mixed")
+    result = run(mig_strategy="mixed", facts={"gpu-host-7": gpu}, node_names={"gpu-host-7": "kg-a100"})
+    want = _mig_counts("a100x8-mig-mixed")
+    assert result["expected"] == {"kg-a100": want}
+    assert result["resources"] == {"kg-a100": want}
+
+
+def test_a_node_the_plugin_would_refuse_fails_before_any_api_call(sandbox, deploy, fake_nvml_dir):
+    run = deploy()
+    gpu = _gpu_fact(fake_nvml_dir, "a100x8-mig-mixed")
+    result = run(expect_rc=2, mig_strategy="single", facts={"kg-a100": gpu}, kubeconfig="/nonexistent/kubeconfig")
+    # the shipped A100 profile has MIG devices of four profiles, which the single strategy refuses (as the plugin does)
+    assert result["msg"].startswith("mig_strategy: node kg-a100 has MIG devices of several profiles"), result["msg"]
+    assert result["msg"].endswith("which the single strategy refuses: use mixed"), result["msg"]
+    assert run.namespace not in [n.metadata.name for n in sandbox.core.list_namespace().items]
+
+
 @pytest.mark.parametrize("options, option, words", [
     ({"sharing": {"strategy": "time-slicing", "replicas": 1}}, "sharing.replicas", "must be >= 2"),
     ({"sharing": {"strategy": "mps", "replicas": 2}, "mig_strategy": "mixed"}, "sharing.strategy", "mixed"),

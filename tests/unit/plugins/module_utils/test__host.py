@@ -6,6 +6,7 @@ __metaclass__ = type
 import os
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _host
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import KERNEL_MODULES, PCI_VENDOR_ID
 
 
 def _pci(root, address, vendor, device, pci_class, driver=None):
@@ -26,7 +27,7 @@ def test_nvidia_pci_devices_keeps_only_nvidia_gpus(tmp_path):
     _pci(root, "0000:af:00.0", "0x10de", "0x1c03", "0x030000")              # GeForce, no driver bound
     _pci(root, "0000:3b:00.1", "0x10de", "0x10f9", "0x040300")              # NVIDIA HDMI audio: not a GPU
     _pci(root, "0000:00:02.0", "0x8086", "0x3e92", "0x030000", driver="i915")  # Intel GPU
-    found = _host.nvidia_pci_devices(str(root))
+    found = _host.pci_gpus(PCI_VENDOR_ID, str(root))
     assert found == [
         {"address": "0000:3b:00.0", "device_id": "0x1db4", "subsystem_id": "0x121410de", "class": "0x030200", "driver": "nvidia"},
         {"address": "0000:af:00.0", "device_id": "0x1c03", "subsystem_id": "0x121410de", "class": "0x030000", "driver": None},
@@ -34,14 +35,14 @@ def test_nvidia_pci_devices_keeps_only_nvidia_gpus(tmp_path):
 
 
 def test_nvidia_pci_devices_without_sysfs_is_empty(tmp_path):
-    assert _host.nvidia_pci_devices(str(tmp_path / "missing")) == []
+    assert _host.pci_gpus(PCI_VENDOR_ID, str(tmp_path / "missing")) == []
 
 
 def test_loaded_kernel_modules(tmp_path):
     modules = tmp_path / "modules"
     modules.write_text("nvidia_uvm 1437696 0 - Live 0x0000000000000000\nnvidia 56745984 2 nvidia_uvm, Live 0x0\n")
-    assert _host.loaded_kernel_modules(str(modules)) == {"nvidia": True, "nouveau": False}
+    assert _host.loaded_kernel_modules(str(modules), KERNEL_MODULES) == {"nvidia": True, "nouveau": False}
 
 
 def test_loaded_kernel_modules_unknown_when_unreadable(tmp_path):
-    assert _host.loaded_kernel_modules(str(tmp_path / "nope")) == {"nvidia": None, "nouveau": None}
+    assert _host.loaded_kernel_modules(str(tmp_path / "nope"), KERNEL_MODULES) == {"nvidia": None, "nouveau": None}

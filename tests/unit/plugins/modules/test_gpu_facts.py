@@ -37,5 +37,6 @@ def test_rejects_unknown_options(capsys):
 
 def test_missing_bindings_fail_with_the_package_name(capsys, monkeypatch):
     monkeypatch.setattr(gpu_facts, "pynvml", None)
+    monkeypatch.setattr(gpu_facts, "PYNVML_IMPORT_ERROR", "Traceback: No module named pynvml")
     code, result = run_main(capsys)
     assert code == 1 and "nvidia-ml-py" in result["msg"]

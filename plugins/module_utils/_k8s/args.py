@@ -1,0 +1,26 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""The options every Kubernetes module takes to find the API server, documented by the ``k8s_auth`` doc fragment."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+
+# Paired with plugins/doc_fragments/k8s_auth.py: change both together.
+AUTH_ARG_SPEC = dict(
+    kubeconfig=dict(type="path"),
+    context=dict(type="str"),
+)
+
+
+def argument_spec(**options):
+    """The module's argument spec: the connection options plus ``options``."""
+    spec = copy.deepcopy(AUTH_ARG_SPEC)
+    spec.update(options)
+    return spec

@@ -1,0 +1,216 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""A set of objects that one deployment owns, applied as a whole: present (server-side apply, then prune what is no
+longer rendered), absent (exactly what it created), and bounded waits for its DaemonSets' rollout and for the nodes'
+allocatable resources. Vendor-neutral: a vendor package renders the objects and names its app, its kinds and the
+hint for a wait that times out."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, WaitTimeout
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import (
+    LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_NAME, LABEL_OWNER_NAMESPACE, MANAGER,
+)
+
+
+def owner_labels(app, component, owner_namespace=None):
+    """The labels that mark an object as part of ``app``'s deployment (cluster-scoped: of the one in that namespace)."""
+    labels = {LABEL_NAME: app, LABEL_MANAGED_BY: MANAGER, LABEL_COMPONENT: component}
+    if owner_namespace:
+        labels[LABEL_OWNER_NAMESPACE] = owner_namespace
+    return labels
+
+
+def managed_selector(app, owner_namespace=None):
+    """The label selector of what ``app``'s deployment manages (cluster-scoped objects: for ``owner_namespace``)."""
+    selector = "%s=%s,%s=%s" % (LABEL_NAME, app, LABEL_MANAGED_BY, MANAGER)
+    if owner_namespace:
+        selector += ",%s=%s" % (LABEL_OWNER_NAMESPACE, owner_namespace)
+    return selector
+
+
+def short_nodes(nodes, expected, prefix):
+    """``{node: (advertised, expected)}`` for every node of ``expected`` whose ``prefix/*`` allocatable differs."""
+    out = {}
+    for name, want in expected.items():
+        have = k8s_objects.allocatable(nodes.get(name), prefix)
+        if name not in nodes or any(have.get(res, 0) != count for res, count in want.items()):
+            out[name] = (have if name in nodes else None, want)
+    return out
+
+
+class ObjectSet(object):
+    """The objects of ``app`` in ``namespace``, through ``client`` (a :class:`.client.Client` or a stand-in).
+
+    ``kinds``: ``(apiVersion, kind, namespaced)`` of everything the deployment may have created, for pruning and
+    removal. ``shared_kinds``: cluster-scoped kinds of which an existing object that is not ours (a RuntimeClass an
+    operator made) is used as it is, never changed nor deleted. ``created_by`` marks a namespace this set creates.
+    """
+
+    def __init__(self, client, namespace, app, kinds, check_mode=False, want_diff=False, created_by=MANAGER,
+                 shared_kinds=("RuntimeClass",)):
+        self.client = client
+        self.namespace = namespace
+        self.app = app
+        self.kinds = kinds
+        self.check_mode = check_mode
+        self.want_diff = want_diff
+        self.created_by = created_by
+        self.shared_kinds = shared_kinds
+        self.objects = []
+        self.diff = {"before": {}, "after": {}}
+
+    @property
+    def changed(self):
+        return any(o["action"] != "unchanged" for o in self.objects)
+
+    def _record(self, obj, action, before=None, after=None):
+        self.objects.append({"kind": obj["kind"], "name": obj["metadata"]["name"],
+                             "namespace": obj["metadata"].get("namespace"), "action": action})
+        if action != "unchanged" and self.want_diff:
+            name = k8s_objects.key(obj)
+            self.diff["before"][name] = k8s_objects.normalize(before)
+            self.diff["after"][name] = k8s_objects.normalize(after)
+
+    def _ours(self, live):
+        return ((live.get("metadata") or {}).get("labels") or {}).get(LABEL_MANAGED_BY) == MANAGER
+
+    def present(self, rendered):
+        """Apply ``rendered`` (in order) and prune what an earlier run created that it no longer has; returns the
+        applied objects as the server has them, by key."""
+        client = self.client
+        live_ns = client.get("v1", "Namespace", self.namespace)
+        ns_missing = live_ns is None
+        ns_obj = k8s_objects.namespace_object(self.namespace, created_by=self.created_by)
+        if ns_missing or k8s_objects.created_by_us(live_ns):
+            action, before, after = client.apply(ns_obj, dry_run=self.check_mode)
+            self._record(ns_obj, action, before, after)
+        else:
+            self._record(ns_obj, "unchanged")  # someone else's namespace: used, never changed nor deleted
+        applied = {}
+        for obj in rendered:
+            meta = obj["metadata"]
+            if obj["kind"] in self.shared_kinds:
+                live = client.get(obj["apiVersion"], obj["kind"], meta["name"])
+                if live is not None and not self._ours(live):
+                    self._record(obj, "unchanged")
+                    continue
+            if self.check_mode and ns_missing and "namespace" in meta:
+                self._record(obj, "created", None, obj)  # a dry run cannot create in a namespace that is not there
+                continue
+            action, before, after = client.apply(obj, dry_run=self.check_mode)
+            applied[k8s_objects.key(obj)] = after
+            self._record(obj, action, before, after)
+        keep = set(k8s_objects.key(o) for o in rendered)
+        for obj in self._managed():
+            if k8s_objects.key(obj) not in keep:
+                self._delete(obj)
+        return applied
+
+    def _managed(self):
+        """Every object of the set that exists, from their labels (objects already being deleted left out)."""
+        found = []
+        for api_version, kind, namespaced in self.kinds:
+            if namespaced:
+                items = self.client.list(api_version, kind, namespace=self.namespace,
+                                         label_selector=managed_selector(self.app))
+            else:
+                items = self.client.list(api_version, kind, label_selector=managed_selector(self.app, self.namespace))
+            for item in items:
+                if (item.get("metadata") or {}).get("deletionTimestamp"):
+                    continue
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                found.append(item)
+        return found
+
+    def _delete(self, obj):
+        meta = obj["metadata"]
+        if self.client.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"), dry_run=self.check_mode):
+            self._record(obj, "deleted", obj, None)
+            return True
+        return False
+
+    def absent(self, wait=True, timeout=300):
+        """Delete every object of the set, and the namespace when one of ours created it; with ``wait``, watch (bounded)
+        until the set's pods are gone."""
+        deleted = [obj for obj in self._managed() if self._delete(obj)]
+        live_ns = self.client.get("v1", "Namespace", self.namespace)
+        if live_ns and not (live_ns.get("metadata") or {}).get("deletionTimestamp") and k8s_objects.created_by_us(live_ns):
+            if self._delete(dict(live_ns, apiVersion="v1", kind="Namespace")):
+                deleted.append(live_ns)
+        if deleted and wait and not self.check_mode:
+            try:
+                self.client.wait("v1", "Pod", lambda pods: not pods, timeout, namespace=self.namespace,
+                                 label_selector=managed_selector(self.app))
+            except WaitTimeout as exc:
+                raise K8sError("timed out after %ss waiting for the %s pods in %s to go: %s still there"
+                               % (timeout, self.app, self.namespace, ", ".join(sorted(exc.last or {}))))
+
+    def pods_summary(self, component, node=None):
+        """One line per pod of ``component`` (on ``node``): its phase, why its containers do not run, its last events."""
+        pods = self.client.list("v1", "Pod", namespace=self.namespace,
+                                label_selector=managed_selector(self.app) + ",%s=%s" % (LABEL_COMPONENT, component),
+                                field_selector="spec.nodeName=%s" % node if node else None)
+        if not pods:
+            where = " on the node (check node_selector, tolerations and the node's labels)" if node else ""
+            return "no %s pod%s" % (component, where)
+        parts = []
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            events = self.client.list("v1", "Event", namespace=self.namespace,
+                                      field_selector="involvedObject.name=%s" % name)
+            last = "; ".join(k8s_objects.last_events(events)) or "no events"
+            parts.append("pod %s on %s is %s%s (last events: %s)" % (name, pod["spec"].get("nodeName"),
+                                                                     (pod.get("status") or {}).get("phase"),
+                                                                     k8s_objects.container_reasons(pod), last))
+        return "; ".join(parts)
+
+    def wait_rollout(self, applied, timeout, component, hint=""):
+        """Watch every applied DaemonSet until its rollout is complete; returns the deadline the waits share."""
+        deadline = self.client.clock() + timeout
+        for obj_key, obj in applied.items():
+            if obj.get("kind") != "DaemonSet":
+                continue
+            name = obj["metadata"]["name"]
+            try:
+                self.client.wait("apps/v1", "DaemonSet", lambda found, n=name: k8s_objects.rolled_out(found.get(n)),
+                                 max(1, deadline - self.client.clock()), namespace=self.namespace,
+                                 field_selector="metadata.name=%s" % name)
+            except WaitTimeout as exc:
+                status = ((exc.last or {}).get(name) or {}).get("status") or {}
+                raise K8sError(
+                    "timed out after %ss waiting for the rollout of %s: desired %s, updated %s, available %s. %s. %s"
+                    % (timeout, obj_key, status.get("desiredNumberScheduled", 0), status.get("updatedNumberScheduled", 0),
+                       status.get("numberAvailable", 0), self.pods_summary(component), hint), rollout=status)
+        return deadline
+
+    def wait_allocatable(self, expected, deadline, prefix, timeout, component, hint=""):
+        """Watch the nodes until every node of ``expected`` (``{node: {resource: count}}``) advertises those counts of
+        its ``prefix/*`` resources; returns what they advertise. On timeout the error names each short node with
+        what it advertises and its ``component`` pod's state."""
+        if not expected:
+            return {}
+        try:
+            nodes = self.client.wait("v1", "Node", lambda found: not short_nodes(found, expected, prefix),
+                                     max(1, deadline - self.client.clock()))
+        except WaitTimeout as exc:
+            nodes = exc.last or {}
+            lines = []
+            for name, (have, want) in sorted(short_nodes(nodes, expected, prefix).items()):
+                if have is None:
+                    lines.append("node %s does not exist" % name)
+                    continue
+                lines.append("node %s advertises %s, expected %s; %s"
+                             % (name, have or "no %s resources" % prefix, want, self.pods_summary(component, name)))
+            raise K8sError("timed out after %ss waiting for nodes to advertise the expected GPU resources: %s. %s"
+                           % (timeout, " | ".join(lines), hint),
+                           resources=dict((n, k8s_objects.allocatable(nodes.get(n), prefix)) for n in expected))
+        return dict((n, k8s_objects.allocatable(nodes.get(n), prefix)) for n in expected)

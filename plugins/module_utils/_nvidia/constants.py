@@ -1,0 +1,95 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""Every NVIDIA fact the collection's code uses, written once: versions, images, the resource prefix, label keys,
+the plugin's defaults, the proof's defaults, the PCI vendor. Module argument specs and docs read these; role
+defaults that must repeat one are checked against it (tests/unit/test_one_place.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# --- The device plugin release this collection deploys (k8s-device-plugin; GFD ships in the same image)
+DEVICE_PLUGIN_VERSION = "v0.20.0"
+DEVICE_PLUGIN_IMAGE_REPOSITORY = "nvcr.io/nvidia/k8s-device-plugin"
+
+# --- Extended resources: nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-<profile>
+RESOURCE_PREFIX = "nvidia.com"
+RESOURCE_GPU = RESOURCE_PREFIX + "/gpu"
+SHARED_SUFFIX = ".shared"  # what renameByDefault appends
+MIG_RESOURCE_PREFIX = RESOURCE_PREFIX + "/mig-"
+MAX_RESOURCE_NAME_LENGTH = 63  # the plugin's NewResourceName refuses longer fully qualified names
+
+# --- Node labels, under GPU feature discovery's names (k8s-device-plugin internal/lm)
+LABEL_GPU_PRESENT = RESOURCE_PREFIX + "/gpu.present"
+LABEL_GPU_PRODUCT = RESOURCE_PREFIX + "/gpu.product"
+LABEL_GPU_COUNT = RESOURCE_PREFIX + "/gpu.count"
+LABEL_GPU_MEMORY = RESOURCE_PREFIX + "/gpu.memory"
+LABEL_DRIVER_MAJOR = RESOURCE_PREFIX + "/cuda.driver-version.major"
+LABEL_DRIVER_MINOR = RESOURCE_PREFIX + "/cuda.driver-version.minor"
+LABEL_DRIVER_REVISION = RESOURCE_PREFIX + "/cuda.driver-version.revision"
+LABEL_DRIVER_FULL = RESOURCE_PREFIX + "/cuda.driver-version.full"
+LABEL_RUNTIME_MAJOR = RESOURCE_PREFIX + "/cuda.runtime-version.major"
+LABEL_RUNTIME_MINOR = RESOURCE_PREFIX + "/cuda.runtime-version.minor"
+LABEL_RUNTIME_FULL = RESOURCE_PREFIX + "/cuda.runtime-version.full"
+DEFAULT_ACCELERATOR_LABEL = "accelerator"  # the label the Kubernetes docs use in nodeSelector examples
+
+# --- The device plugin's deployment (modelled on its static manifest, deployments/static/nvidia-device-plugin.yml)
+DEVICE_PLUGIN_NAMESPACE = "nvidia-device-plugin"
+APP_NAME = "nvidia-device-plugin"
+PLUGIN_NAME = "nvidia-device-plugin-daemonset"
+GFD_NAME = "gpu-feature-discovery"
+CONFIGMAP_NAME = "nvidia-device-plugin-config"
+CONFIG_KEY = "config.yaml"
+CONFIG_DIR = "/config"
+MPS_ROOT = "/run/nvidia/mps"  # the plugin's mpsRoot on the host; /mps inside its pod
+KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
+GPU_TOLERATION = {"key": RESOURCE_GPU, "operator": "Exists", "effect": "NoSchedule"}
+DEFAULT_NODE_SELECTOR = {LABEL_GPU_PRESENT: "true"}
+DEFAULT_TOLERATIONS = [GPU_TOLERATION, {"key": "CriticalAddonsOnly", "operator": "Exists"}]
+DEFAULT_PRIORITY_CLASS = "system-node-critical"
+DEFAULT_WAIT_TIMEOUT = 300
+
+# --- The plugin's config file (api/config/v1): the values it accepts
+MIG_STRATEGIES = ("none", "single", "mixed")
+SHARING_STRATEGIES = ("none", "time-slicing", "mps")
+DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
+DEVICE_ID_STRATEGIES = ("uuid", "index")
+DEFAULT_MIG_STRATEGY = "none"
+DEFAULT_DEVICE_LIST_STRATEGY = ["envvar"]
+DEFAULT_DEVICE_ID_STRATEGY = "uuid"
+DEFAULT_DRIVER_ROOT = "/"
+
+# --- The proof workload: the CUDA vectorAdd sample, which prints "Test PASSED"
+PROOF_NAMESPACE = "gpu-validation"
+PROOF_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+PROOF_PATTERN = "Test PASSED"
+PROOF_TIMEOUT = 300
+PROOF_TOLERATIONS = [GPU_TOLERATION]
+# Which advertised resource a proof asks for when none is named: a whole GPU first, then a shared one, then MIG.
+PROOF_RESOURCE_PREFERENCE = (RESOURCE_GPU, RESOURCE_GPU + SHARED_SUFFIX)
+
+# --- The container toolkit: the runtime it registers with docker, containerd and CRI-O (the RuntimeClass handler)
+RUNTIME_NAME = "nvidia"
+RUNTIME_PATH = "/usr/bin/nvidia-container-runtime"
+
+# --- The driver
+PCI_VENDOR_ID = 0x10DE
+# The NVIDIA Container Toolkit's stated minimum ("NVIDIA Linux drivers >= 418.81.07", container-toolkit platform
+# support); the device plugin's README asks for >= 384.81, so the toolkit's wins.
+DRIVER_MIN_VERSION = "418.81.07"
+KERNEL_MODULES = ("nvidia", "nouveau")
+# The Python bindings of NVML that gpu_facts needs on a GPU host (requirements.txt pins the tested version).
+NVML_PYTHON_PACKAGE = "nvidia-ml-py"
+
+
+def resource(name):
+    """``name`` as a fully qualified resource name (``gpu`` -> ``nvidia.com/gpu``); a qualified name stays as it is."""
+    return name if name.startswith(RESOURCE_PREFIX + "/") else RESOURCE_PREFIX + "/" + name
+
+
+def default_image(version=DEVICE_PLUGIN_VERSION):
+    return "%s:%s" % (DEVICE_PLUGIN_IMAGE_REPOSITORY, version)

@@ -1,0 +1,55 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""The work of ``device_plugin_deploy``: validate (before any API call), apply or remove the NVIDIA device plugin's
+objects as one :class:`.._k8s.objectset.ObjectSet`, and wait for the rollout and for what each node must advertise.
+It talks to the cluster only through the client passed in (or made from the options)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import allocatable, manifests, plugin_config
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
+    DEFAULT_WAIT_TIMEOUT, DEVICE_PLUGIN_NAMESPACE, APP_NAME, RESOURCE_PREFIX,
+)
+
+NVML_HINT = ("Known causes: the plugin pod cannot load NVML ('Failed to initialize NVML: could not load NVML library') "
+             "when the NVIDIA runtime is not the container runtime's default and no RuntimeClass is used (set "
+             "runtime_class, or make the runtime the default with kubegpu.cluster.nvidia_runtime_config); no "
+             "nvidia.com/gpu.present=true label on the node (node_selector); an invalid sharing config; unhealthy "
+             "devices lower allocatable.")
+PLUGIN_COMPONENT = "device-plugin"
+
+
+def run(params, check_mode=False, want_diff=False, client=None, client_factory=None):
+    """The module's work; returns its result dict."""
+    config = plugin_config.validate(params)
+    present = params.get("state") != "absent"
+    wanted = allocatable.expected(params, config) if present else {}
+    if client is None:
+        client = (client_factory or k8s_client.from_params)(params)
+    namespace = params.get("namespace") or DEVICE_PLUGIN_NAMESPACE
+    timeout = params.get("wait_timeout") or DEFAULT_WAIT_TIMEOUT
+    objects = ObjectSet(client, namespace, APP_NAME, manifests.MANAGED_KINDS, check_mode=check_mode,
+                        want_diff=want_diff)
+    result = {"config": config, "config_hash": plugin_config.config_hash(config), "namespace": namespace,
+              "resources": {}, "expected": wanted}
+    if not present:
+        objects.absent(wait=params.get("wait", True), timeout=timeout)
+    else:
+        applied = objects.present(manifests.render(params, config))
+        if params.get("wait", True) and not check_mode:
+            deadline = objects.wait_rollout(applied, timeout, PLUGIN_COMPONENT, NVML_HINT)
+            result["resources"] = objects.wait_allocatable(wanted, deadline, RESOURCE_PREFIX, timeout,
+                                                           PLUGIN_COMPONENT, NVML_HINT)
+    result["objects"] = objects.objects
+    result["changed"] = objects.changed
+    if want_diff:
+        result["diff"] = objects.diff
+    return result

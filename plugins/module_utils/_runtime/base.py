@@ -1,0 +1,180 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""The one interface every container runtime adapter has, and what adapters and the engine pass between them.
+
+An adapter (one file per runtime, listed in :mod:`.registry`) knows its runtime's files and daemon: where they are by
+default, how to detect it, which options it refuses, and how to plan the edits (:meth:`Runtime.plan`) and validate the
+candidates (:meth:`Runtime.validate`). The engine (:mod:`.engine`) does what is the same for all of them: read,
+stage, validate, back up, replace atomically, report.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _files
+
+
+class RuntimeSettings(object):
+    """What the caller asked for: the runtime's name and binary, whether it becomes the default, CDI.
+
+    What the engine's marker (:data:`MARKER_SUFFIX`) remembers of an earlier run: ``previous_default``, the default
+    runtime the user had before ours took its place (when ours stops being the default, that one comes back; None
+    removes the setting, so that the daemon's built-in default applies); ``cdi_added``, whether CDI was turned on by
+    us (only then does removal give it back: a user's own ``enable_cdi = true`` stays), and ``cdi_before``, what the
+    setting was then (``False``, or None for no setting).
+    """
+
+    def __init__(self, name, path, set_as_default=True, cdi=False, previous_default=None, cdi_added=False,
+                 cdi_before=None):
+        self.name = name
+        self.path = path
+        self.set_as_default = set_as_default
+        self.cdi = cdi
+        self.previous_default = previous_default
+        self.cdi_added = cdi_added
+        self.cdi_before = cdi_before
+
+    def __repr__(self):
+        return ("RuntimeSettings(name=%r, path=%r, set_as_default=%r, cdi=%r, previous_default=%r, cdi_added=%r)"
+                % (self.name, self.path, self.set_as_default, self.cdi, self.previous_default, self.cdi_added))
+
+    def default_after(self, current):
+        """The default runtime a file should name when it names ``current`` now (None: no setting)."""
+        if self.set_as_default:
+            return self.name
+        return self.previous_default if current == self.name else current
+
+
+# A file beside the runtime's main config, ours, that remembers what removal must give back and an in-place edit
+# cannot tell afterwards: the default runtime ours replaced, and the CDI setting before we turned CDI on (in-place
+# edits only: a drop-in that goes takes its settings with it). JSON: {"runtime": <ours>, "previous_default": <name>,
+# "cdi_before": <false or null>}; a key only when it applies ("cdi_before" present: CDI was turned on by us).
+MARKER_SUFFIX = ".kubegpu.json"
+
+
+class Host(object):
+    """What the work needs from the machine. The module passes one built on AnsibleModule (:meth:`from_module`)."""
+
+    def __init__(self, run_command=_files.run_command, get_bin_path=None, warn=None):
+        self.run_command = run_command
+        self.get_bin_path = get_bin_path or which
+        self.warnings = []
+        self._warn = warn
+
+    @classmethod
+    def from_module(cls, module):
+        return cls(run_command=module.run_command, get_bin_path=module.get_bin_path, warn=module.warn)
+
+    def warn(self, message):
+        self.warnings.append(message)
+        if self._warn is not None:
+            self._warn(message)
+
+
+def which(name):
+    for directory in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/local/sbin", "/usr/sbin", "/sbin"]:
+        candidate = os.path.join(directory, name)
+        if directory and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def real(path):
+    return os.path.realpath(os.path.abspath(path))
+
+
+class Change(object):
+    """One file's text before and after (``None``: missing before / deleted after). A ``marker`` change is our own
+    bookkeeping (:data:`MARKER_SUFFIX`), which no daemon reads: it needs no restart and no validation."""
+
+    def __init__(self, path, before, after, marker=False):
+        self.path = path
+        self.before = before
+        self.after = after
+        self.marker = marker
+
+    @property
+    def changed(self):
+        return self.before != self.after
+
+
+class Plan(object):
+    """What an adapter decided: the changes in commit order, and what its validation needs.
+
+    ``main_path`` is the main config (links resolved), ``drop_in_path`` the drop-in (links resolved) and
+    ``drop_in_entry`` the drop-in as the user spelled it; ``version`` a config version (containerd).
+    """
+
+    def __init__(self, params, settings, written_path, main_path, drop_in_path=None, drop_in_entry=None):
+        self.params = params
+        self.settings = settings
+        self.written_path = written_path
+        self.main_path = main_path
+        self.drop_in_path = drop_in_path
+        self.drop_in_entry = drop_in_entry
+        self.version = None
+        self.changes = []
+
+    @property
+    def present(self):
+        return self.params["state"] == "present"
+
+
+class Runtime(object):
+    """A container runtime adapter. Subclasses set the class attributes and implement :meth:`plan`."""
+
+    name = None  # the module's ``runtime`` value
+    binary = None  # the daemon's executable, which answers ``--version``
+    service = None  # the systemd unit the role restarts
+    services = None  # the units it may be, in the order the role looks for them (None: just ``service``)
+    config_path = None  # the main configuration file
+    drop_in_path = None  # where NVIDIA's tools put their drop-in (None: the runtime has no drop-in directory)
+    toml = False  # whether the configuration is TOML (tomlkit needed)
+
+    def version(self, version_output):
+        """The ``X.Y[.Z]`` version from the daemon's ``--version`` output, or None."""
+        match = re.search(r"v?([0-9]+\.[0-9]+(\.[0-9]+)?)", version_output or "")
+        return match.group(1) if match else None
+
+    def check(self, params):
+        """Refuse options this runtime cannot take (raise ``FileError``/``OptionError``); nothing is read yet."""
+
+    def default_of(self, text, the_plan):
+        """The default runtime a text of the main config names, or None."""
+        raise NotImplementedError
+
+    def cdi_of(self, text, the_plan):
+        """Whether a text of the main config turns CDI on (True), off (False), or says nothing (None)."""
+        return None
+
+    def plan(self, the_plan, host):
+        """Read the files and add the changes to ``the_plan`` (a :class:`Plan`); writes nothing."""
+        raise NotImplementedError
+
+    def validate(self, the_plan, staged, host):
+        """Validate the staged candidates (``_files.Staged``) before they go live; raise ``ValidationError``.
+
+        By default the user's ``validate`` command, if any, runs on the first candidate. Returns a staged file to
+        discard afterwards, or None.
+        """
+        command = the_plan.params.get("validate")
+        candidate = candidate_of(the_plan, staged)
+        if command and candidate is not None:
+            _files.validate(_files.command_line(command, candidate.tmp_path), host.run_command, shown=command,
+                            path=candidate.path)
+        return None
+
+
+def candidate_of(the_plan, staged):
+    """The staged candidate of the file the runtime reads first: the drop-in when there is one, else the main config
+    (None when that file is not being written)."""
+    wanted = the_plan.drop_in_path or the_plan.main_path
+    return next((s for s in staged if s.path == wanted), None)

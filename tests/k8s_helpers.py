@@ -1,0 +1,162 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Watch-based waits and small object builders for the sandbox integration tests."""
+
+import contextlib
+import time
+import uuid
+from pathlib import Path
+
+from kubernetes import watch
+from kubernetes.client.rest import ApiException
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import PROOF_IMAGE, default_image
+
+PLUGIN_IMAGE = default_image()
+FIXTURES = Path(__file__).resolve().parent / "fixtures"  # tests/fixtures
+
+
+def fixture_profile(name):
+    """Return the path of a test GPU profile under fixtures/profiles."""
+    path = FIXTURES / "profiles" / (name + ".json")
+    assert path.exists(), path
+    return str(path)
+
+
+def delete_quietly(fn, *args, **kwargs):
+    """Call a delete function, ignoring 404."""
+    try:
+        fn(*args, **kwargs)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def wait_for(list_fn, *args, predicate, timeout=30.0, describe="condition", **kwargs):
+    """List, then watch, until ``predicate(obj)`` holds for an object; return it.
+
+    ``list_fn`` is a CoreV1Api-style list function; pass ``field_selector`` to narrow it.
+    Raises AssertionError with the last object seen when ``timeout`` passes.
+    """
+    deadline = time.monotonic() + timeout
+    listing = list_fn(*args, **kwargs)
+    last = None
+    for obj in listing.items:
+        last = obj
+        if predicate(obj):
+            return obj
+    version = listing.metadata.resource_version
+    while True:
+        remaining = int(deadline - time.monotonic())
+        if remaining <= 0:
+            raise AssertionError("timed out after %.0f s waiting for %s; last object seen: %s" % (timeout, describe, last))
+        stream = watch.Watch()
+        try:
+            for event in stream.stream(list_fn, *args, resource_version=version, timeout_seconds=remaining, **kwargs):
+                obj = event["object"]
+                version = obj.metadata.resource_version
+                if event["type"] == "DELETED":
+                    continue
+                last = obj
+                if predicate(obj):
+                    stream.stop()
+                    return obj
+        except ApiException as exc:
+            if exc.status != 410:
+                raise
+            listing = list_fn(*args, **kwargs)
+            version = listing.metadata.resource_version
+            for obj in listing.items:
+                last = obj
+                if predicate(obj):
+                    return obj
+
+
+def gpu_resources(node):
+    """Return (capacity, allocatable) restricted to nvidia.com/* as {name: int}."""
+    def pick(values):
+        return {k: int(v) for k, v in (values or {}).items() if k.startswith("nvidia.com/")}
+    return pick(node.status.capacity), pick(node.status.allocatable)
+
+
+def plugin_daemonset(name, node_selector, env=None, configmap=None, args=None):
+    """A device plugin DaemonSet like the static manifest, pinned to some nodes, optionally with a config."""
+    container = {
+        "name": "nvidia-device-plugin-ctr",
+        "image": PLUGIN_IMAGE,
+        "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "kubelet-device-plugins-dir", "mountPath": "/var/lib/kubelet/device-plugins"}],
+    }
+    if args:
+        container["args"] = list(args)
+    volumes = [{"name": "kubelet-device-plugins-dir", "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}}]
+    if configmap:
+        container["env"].append({"name": "CONFIG_FILE", "value": "/config/config.yaml"})
+        container["volumeMounts"].append({"name": "config", "mountPath": "/config"})
+        volumes.append({"name": "config", "configMap": {"name": configmap}})
+    labels = {"name": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": node_selector,
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                    "priorityClassName": "system-node-critical",
+                    "containers": [container],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+def gpu_pod(name, gpus, resource="nvidia.com/gpu", restart_policy="Never", node_selector=None):
+    """A run-to-completion pod asking for GPUs in its limits, like the CUDA vectoradd sample."""
+    spec = {
+        "restartPolicy": restart_policy,
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [{"name": "cuda-vectoradd", "image": PROOF_IMAGE,
+                        "resources": {"limits": {resource: str(gpus)}}}],
+    }
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+@contextlib.contextmanager
+def plugin_nodes(sandbox, prefix, cases):
+    """Per case ``{key: (profile, config text or None, env, args)}``: a kwok node with that GPU profile (a name or a
+    path; None: no GPU) and a device plugin DaemonSet pinned to it, reading that config from a ConfigMap, in one
+    namespace of its own. All are created at once; yields ``{key: node name}``; the namespace and the nodes go
+    afterwards."""
+    from sandbox.k8s import cluster, nodes  # pylint: disable=import-outside-toplevel
+    namespace = "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+    sandbox.core.create_namespace({"metadata": {"name": namespace}})
+    made = {}
+    try:
+        manifests = []
+        for key, (profile, _text, _env, _args) in cases.items():
+            manifest = nodes.scale_manifests(1, sandbox.kube_version, profile, prefix="kg-test-" + uuid.uuid4().hex[:6])[0]
+            manifests.append(manifest)
+            made[key] = manifest["metadata"]["name"]
+        cluster.create_nodes(sandbox.layout, manifests)
+        configs = {}
+        for index, (key, (_profile, text, env, args)) in enumerate(cases.items()):
+            if text is not None and text not in configs:
+                configs[text] = "dp-config-%d" % len(configs)
+                sandbox.core.create_namespaced_config_map(namespace, {"metadata": {"name": configs[text]},
+                                                                      "data": {"config.yaml": text}})
+            ds = plugin_daemonset("dp-%d" % index, {"kubernetes.io/hostname": made[key]}, env=env,
+                                  configmap=configs.get(text), args=args)
+            sandbox.apps.create_namespaced_daemon_set(namespace, ds)
+        yield made
+    finally:
+        delete_quietly(sandbox.core.delete_namespace, namespace)
+        for name in made.values():
+            delete_quietly(sandbox.core.delete_node, name)

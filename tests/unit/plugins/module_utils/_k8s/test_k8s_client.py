@@ -1,0 +1,198 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The generic Kubernetes helpers: change detection and watch-based waits, with a fake dynamic client."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _errors
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as _k8s, objects, retry
+
+
+def test_compare_ignores_server_fields():
+    before = {"kind": "ConfigMap", "data": {"k": "v"},
+              "metadata": {"name": "a", "resourceVersion": "1", "generation": 1, "managedFields": [1], "creationTimestamp": "t"}}
+    after = {"kind": "ConfigMap", "data": {"k": "v"}, "status": {"x": 1},
+             "metadata": {"name": "a", "resourceVersion": "2", "generation": 2, "managedFields": [2]}}
+    assert objects.compare(before, after) == "unchanged"
+    assert objects.compare(None, after) == "created"
+    assert objects.compare(before, dict(after, data={"k": "w"})) == "updated"
+    assert objects.key({"kind": "Node", "metadata": {"name": "n"}}) == "Node/n"
+
+
+class _Listed(object):
+    def __init__(self, items, rv="1"):
+        self.value = {"items": items, "metadata": {"resourceVersion": rv}}
+
+    def to_dict(self):
+        return self.value
+
+
+class FakeResource(object):
+    namespaced = False
+
+    def __init__(self, lists):
+        self.lists = list(lists)
+
+    def get(self, **kwargs):
+        item = self.lists.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return _Listed(item)
+
+
+class FakeDynamic(object):
+    def __init__(self, res):
+        self.resources = self
+        self.res = res
+
+    def get(self, **kwargs):
+        return self.res
+
+
+class FakeWatch(object):
+    events = []
+
+    def stream(self, *args, **kwargs):
+        assert kwargs["timeout_seconds"] >= 1  # bounded on the server side too
+        for event in FakeWatch.events.pop(0) if FakeWatch.events else []:
+            if isinstance(event, Exception):
+                raise event
+            yield event
+
+    def stop(self):
+        pass
+
+
+@pytest.fixture
+def fake_watch(monkeypatch):
+    monkeypatch.setattr(_k8s, "_watch", type("W", (), {"Watch": FakeWatch}))
+    FakeWatch.events = []
+    return FakeWatch
+
+
+def node(name, gpus):
+    return {"metadata": {"name": name}, "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}}}
+
+
+def done(objects):
+    return objects.get("n1", {}).get("status", {}).get("allocatable", {}).get("nvidia.com/gpu") == "4"
+
+
+def test_wait_returns_when_a_watch_event_satisfies(fake_watch):
+    fake_watch.events = [[{"type": "MODIFIED", "object": node("n1", 2)}, {"type": "MODIFIED", "object": node("n1", 4)}]]
+    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([[node("n1", 0)]])))
+    assert done(client.wait("v1", "Node", done, 10))
+
+
+def test_wait_times_out_with_the_last_state(fake_watch):
+    now = [0.0]
+
+    def clock():
+        now[0] += 4
+        return now[0]
+    fake_watch.events = [[{"type": "MODIFIED", "object": node("n1", 2)}]] * 5
+    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([[node("n1", 0)]] * 5)), clock=clock)
+    with pytest.raises(_errors.WaitTimeout) as err:
+        client.wait("v1", "Node", done, 10)
+    assert err.value.last["n1"]["status"]["allocatable"]["nvidia.com/gpu"] == "2"
+
+
+class FakeTime(object):
+    """A clock that only moves when ``sleep`` is called, and the pauses asked for."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.pauses = []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        assert seconds > 0
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+def test_retry_pause_doubles_up_to_a_cap():
+    assert [retry.pause(n) for n in range(1, 8)] == [0.5, 1, 2, 4, 4, 4, 4]
+    assert retry.pause(10 ** 6) == 4  # no overflow however long the run of errors
+    assert retry.pause(3, first=0.1, cap=10) == pytest.approx(0.4)
+
+
+def test_wait_retries_disconnects_with_doubling_pauses_then_fails_clearly(fake_watch):
+    boom = OSError("connection refused")
+    fake = FakeTime()
+    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([boom] * 10)), retries=3, clock=fake.clock, sleep=fake.sleep)
+    with pytest.raises(_errors.K8sError) as err:
+        client.wait("v1", "Node", done, 60)
+    assert not isinstance(err.value, _errors.WaitTimeout)
+    assert fake.pauses == [0.5, 1, 2]  # a pause before each of the 3 retries, none after the last error
+    assert str(err.value) == ("lost the Kubernetes API server while waiting for Node: 4 errors in a row over 3.5s, the last: "
+                              "connection refused. What was applied stays; run it again once the API server answers: "
+                              "the module is idempotent and resumes from there")
+    assert err.value.last == {}
+
+
+def test_wait_reports_the_api_servers_own_message(fake_watch):
+    fake = FakeTime()
+    unavailable = _k8s.ApiException(status=503, reason="Service Unavailable")
+    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([unavailable] * 3)), retries=2, clock=fake.clock, sleep=fake.sleep)
+    with pytest.raises(_errors.K8sError, match=r"while waiting for Node: 3 errors in a row over 1\.5s, the last: "
+                       r"HTTP 503 Service Unavailable\. "):
+        client.wait("v1", "Node", done, 60)
+
+
+def test_wait_pauses_never_past_the_deadline(fake_watch):
+    fake = FakeTime()
+    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([OSError("refused")] * 10)), retries=5,
+                         clock=fake.clock, sleep=fake.sleep)
+    with pytest.raises(_errors.K8sError, match="while waiting for Node: 3 errors in a row over "):
+        client.wait("v1", "Node", done, 1.25)
+    assert fake.pauses == [0.5, 0.75]  # the second pause is cut to the deadline; then no more retries
+    assert fake.now == 1.25
+
+
+def test_wait_survives_a_disconnect(fake_watch):
+    fake_watch.events = [[OSError("reset")], [{"type": "ADDED", "object": node("n1", 4)}]]
+    fake = FakeTime()
+    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([[node("n1", 0)], [node("n1", 0)]])),
+                         clock=fake.clock, sleep=fake.sleep)
+    assert done(client.wait("v1", "Node", done, 10))
+    assert fake.pauses == [0.5]
+
+
+def test_wait_an_event_ends_a_run_of_errors(fake_watch):
+    """Errors count in a row: after an event the next error pauses 0.5 s again, and the bound starts over."""
+    fake_watch.events = [[OSError("reset")], [{"type": "MODIFIED", "object": node("n1", 2)}, OSError("reset")],
+                         [{"type": "MODIFIED", "object": node("n1", 4)}]]
+    fake = FakeTime()
+    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([[node("n1", 0)]] * 3)), retries=1,
+                         clock=fake.clock, sleep=fake.sleep)
+    assert done(client.wait("v1", "Node", done, 10))
+    assert fake.pauses == [0.5, 0.5]
+
+
+def test_wait_relists_at_once_on_gone(fake_watch):
+    fake_watch.events = [[_k8s.ApiException(status=410, reason="Gone")], [{"type": "ADDED", "object": node("n1", 4)}]]
+    fake = FakeTime()
+    client = _k8s.Client(dynamic=FakeDynamic(FakeResource([[node("n1", 0)], [node("n1", 0)]])), retries=0,
+                         clock=fake.clock, sleep=fake.sleep)
+    assert done(client.wait("v1", "Node", done, 10))
+    assert fake.pauses == []  # not an error: no pause, and not counted against retries=0
+
+
+def test_connect_reports_a_broken_kubeconfig_by_position_without_its_contents(tmp_path):
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("token: do-not-print-me\nclusters: [unclosed\n")
+    with pytest.raises(_errors.K8sError) as info:
+        _k8s.connect(str(broken))
+    message = str(info.value)
+    assert message.startswith("cannot load kubeconfig %s: not valid YAML (line " % broken)
+    assert "do-not-print-me" not in message and "unclosed" not in message
+
+
+def test_connect_reports_a_missing_kubeconfig():
+    with pytest.raises(_errors.K8sError, match="cannot load kubeconfig /nonexistent/kubeconfig"):
+        _k8s.connect("/nonexistent/kubeconfig")

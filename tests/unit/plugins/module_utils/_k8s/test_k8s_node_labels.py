@@ -1,0 +1,405 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""GPU node labels: facts -> labels for every shipped profile, label value sanitising, driver version split,
+managedFields reading, planning, retries and the run() flow against a fake CoreV1Api."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+
+from hypothesis import given, settings, strategies as st
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError, fail_args
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, names, node_labels as nl
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import labels as nvlabels, naming as _gpu_model
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
+PROFILES = os.path.join(ROOT, "sandbox", "profiles")
+
+
+def _profiles():
+    return sorted(name[:-5] for name in os.listdir(PROFILES) if name.endswith(".json"))
+
+
+def facts_from_profile(name):
+    """The gpu fact gpu_facts reports for a profile (the shape documented in its RETURN)."""
+    with open(os.path.join(PROFILES, name + ".json")) as handle:
+        profile = json.load(handle)
+    init_error = (profile.get("errors") or {}).get("nvmlInit")
+    if init_error:
+        return {"present": True, "nvml": {"status": init_error.lower(), "message": init_error}, "driver_version": None,
+                "cuda_driver_version": None, "nvml_version": None, "count": 0, "devices": [], "pci": [],
+                "kernel_modules": {"nvidia": False, "nouveau": False}}
+    devices = []
+    for index, device in enumerate(profile["devices"]):
+        if "nvmlDeviceGetHandleByIndex" in (device.get("errors") or {}):
+            devices.append({"index": index, "healthy": False, "errors": {"handle": "GPU is lost"}})
+            continue
+        devices.append({"index": index, "name": device["name"], "uuid": device["uuid"],
+                        "product_slug": _gpu_model.product_slug(device["name"]),
+                        "memory_total_mib": device["memory_total_mib"], "healthy": True, "errors": {}})
+    cuda = profile["cuda_driver_version"]
+    return {"present": True, "nvml": {"status": "ok", "message": ""}, "driver_version": profile["driver_version"],
+            "cuda_driver_version": "%d.%d" % (cuda // 1000, (cuda % 1000) // 10), "nvml_version": profile["nvml_version"],
+            "count": len(devices), "devices": devices, "pci": [], "kernel_modules": {"nvidia": True, "nouveau": False}}
+
+
+NO_GPU = {"present": False, "nvml": {"status": "library_not_found", "message": ""}, "driver_version": None,
+          "cuda_driver_version": None, "nvml_version": None, "count": 0, "devices": [], "pci": [],
+          "kernel_modules": {"nvidia": False, "nouveau": False}}
+
+EXPECTED = {
+    "v100x4": ("Tesla-V100-PCIE-16GB", "4", "16160", ("510", "47", "03", "510.47.03"), "11.6",
+               "nvidia-tesla-v100-pcie-16gb"),
+    "t4": ("Tesla-T4", "1", "15109", ("450", "102", "04", "450.102.04"), "11.0", "nvidia-tesla-t4"),
+    "a100x8-mig-mixed": ("NVIDIA-A100-SXM4-80GB", "8", "81920", ("535", "183", "01", "535.183.01"), "12.2",
+                         "nvidia-a100-sxm4-80gb"),
+    "h100": ("NVIDIA-H100-80GB-HBM3", "1", "81559", ("550", "127", "05", "550.127.05"), "12.4", "nvidia-h100-80gb-hbm3"),
+    "gtx1060": ("GeForce-GTX-1060-3GB", "1", "3019", ("390", "30", None, "390.30"), "9.1", "nvidia-geforce-gtx-1060-3gb"),
+    "failure-device-lost": ("Tesla-T4", "2", "15109", ("470", "256", "02", "470.256.02"), "11.4", "nvidia-tesla-t4"),
+    "failure-not-supported": ("Tesla-K80", "1", "11441", ("470", "256", "02", "470.256.02"), "11.4", "nvidia-tesla-k80"),
+    "failure-driver-not-loaded": None,
+    "failure-no-permission": None,
+}
+
+
+def test_every_profile_has_an_expectation():
+    assert sorted(EXPECTED) == _profiles()
+
+
+@pytest.mark.parametrize("name", _profiles())
+def test_labels_for_every_profile(name):
+    labels = nvlabels.labels_for_facts(facts_from_profile(name))
+    if EXPECTED[name] is None:  # NVML did not answer: no count, so no labels at all
+        assert labels == {}
+        return
+    product, count, memory, driver, cuda, slug = EXPECTED[name]
+    want = {
+        "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": product, "nvidia.com/gpu.count": count,
+        "nvidia.com/gpu.memory": memory, "nvidia.com/cuda.driver-version.major": driver[0],
+        "nvidia.com/cuda.driver-version.minor": driver[1], "nvidia.com/cuda.driver-version.full": driver[3],
+        "nvidia.com/cuda.runtime-version.major": cuda.split(".")[0],
+        "nvidia.com/cuda.runtime-version.minor": cuda.split(".")[1], "nvidia.com/cuda.runtime-version.full": cuda,
+        "accelerator": slug,
+    }
+    if driver[2] is not None:
+        want["nvidia.com/cuda.driver-version.revision"] = driver[2]
+    assert labels == want
+    for key, value in labels.items():
+        assert names.is_valid_label_key(key) and names.is_valid_label_value(value), (key, value)
+
+
+def test_first_gpu_names_a_mixed_node():
+    facts = facts_from_profile("v100x4")
+    facts["devices"][0] = dict(facts["devices"][0], name="Tesla T4", product_slug="nvidia-tesla-t4", memory_total_mib=15109)
+    labels = nvlabels.labels_for_facts(facts)
+    assert labels["nvidia.com/gpu.product"] == "Tesla-T4"
+    assert labels["accelerator"] == "nvidia-tesla-t4"
+    assert labels["nvidia.com/gpu.memory"] == "15109"
+    assert labels["nvidia.com/gpu.count"] == "4"
+
+
+def test_unhealthy_first_gpu_is_skipped_for_the_model():
+    facts = facts_from_profile("failure-device-lost")
+    facts["devices"].reverse()
+    assert facts["devices"][0]["healthy"] is False
+    assert nvlabels.labels_for_facts(facts)["nvidia.com/gpu.product"] == "Tesla-T4"
+
+
+@pytest.mark.parametrize("facts", [
+    NO_GPU,
+    dict(NO_GPU, present=True),  # GPU on the PCI bus, no driver: count 0
+    dict(facts_from_profile("t4"), present=False),
+    dict(facts_from_profile("t4"), count=0),
+    dict(facts_from_profile("t4"), count=None),
+], ids=["no-gpu", "present-count-0", "present-false", "count-0", "count-none"])
+def test_no_gpu_means_no_labels(facts):
+    assert nvlabels.labels_for_facts(facts) == {}
+
+
+def test_accelerator_label_key_and_disabling():
+    facts = facts_from_profile("t4")
+    assert nvlabels.labels_for_facts(facts, "example.com/gpu-model")["example.com/gpu-model"] == "nvidia-tesla-t4"
+    labels = nvlabels.labels_for_facts(facts, "")
+    assert "accelerator" not in labels and "nvidia.com/gpu.product" in labels
+
+
+@pytest.mark.parametrize("version, parts", [
+    ("510.47.03", ("510", "47", "03")),
+    ("390.30", ("390", "30", None)),
+    ("535.183.01", ("535", "183", "01")),
+    ("560.35.03.1", ("560", "35", "03.1")),
+    ("510", None), ("", None), (None, None), ("510..03", None), ("a b.c", None), (510.47, None),
+])
+def test_split_driver_version(version, parts):
+    assert nvlabels.split_driver_version(version) == parts
+
+
+@pytest.mark.parametrize("name, value", [
+    ("Tesla V100-PCIE-16GB", "Tesla-V100-PCIE-16GB"),
+    ("NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3"),
+    ("  NVIDIA   A100 (PCIe) ", "NVIDIA-A100-PCIe"),
+    ("GeForce RTX 4090/Ti", "GeForce-RTX-4090Ti"),
+    ("-_.", ""),
+    ("", ""),
+    (None, ""),
+    ("x" * 70, "x" * 63),
+    ("a" * 62 + " b", "a" * 62),
+    ("Ünïcode GPU", "ncode-GPU"),
+])
+def test_sanitize_label_value(name, value):
+    assert nvlabels.sanitize_label_value(name) == value
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text())
+def test_any_product_name_gives_a_valid_label_value(name):
+    value = nvlabels.sanitize_label_value(name)
+    assert names.is_valid_label_value(value), repr(value)
+    facts = dict(facts_from_profile("t4"))
+    facts["devices"] = [dict(facts["devices"][0], name=name or "x", product_slug=_gpu_model.product_slug(name))]
+    for key, label_value in nvlabels.labels_for_facts(facts).items():
+        assert names.is_valid_label_key(key) and names.is_valid_label_value(label_value), (key, label_value)
+
+
+@pytest.mark.parametrize("key, valid", [
+    ("accelerator", True), ("nvidia.com/gpu.product", True), ("example.com/a_b.c-d", True),
+    ("", False), ("/x", False), ("Example.com/x", False), ("a/b/c", False), ("x" * 64, False), ("-x", False),
+    ("node-role.kubernetes.io/gpu", True),
+])
+def test_is_valid_label_key(key, valid):
+    assert names.is_valid_label_key(key) is valid
+
+
+def test_facts_that_are_not_a_gpu_fact_fail():
+    with pytest.raises(OptionError, match="kg-x"):
+        nvlabels.check_facts("kg-x", None)
+    with pytest.raises(OptionError, match="present"):
+        nvlabels.check_facts("kg-x", {"count": 1})
+    nvlabels.check_facts("kg-x", NO_GPU)
+
+
+# ---- managedFields and planning -------------------------------------------------------------------------------
+
+
+def node(name, labels, managers):
+    """A node as the API returns it; ``managers`` is {manager: [label keys]} (``Apply`` for ours)."""
+    managed = [{"manager": manager, "operation": "Apply" if manager == nl.FIELD_MANAGER else "Update",
+                "apiVersion": "v1", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:metadata": {"f:labels": dict(("f:" + key, {}) for key in keys)}}}
+               for manager, keys in managers.items()]
+    return {"metadata": {"name": name, "labels": dict(labels), "managedFields": managed}}
+
+
+def test_owned_labels_reads_managed_fields():
+    current = node("n", {"a": "1", "b": "2", "c": "3"}, {nl.FIELD_MANAGER: ["a", "b"], "kubectl-label": ["c"]})
+    assert nl.owned_labels(current) == {"a": "1", "b": "2"}
+    assert nl.label_owners(current) == {"a": {nl.FIELD_MANAGER}, "b": {nl.FIELD_MANAGER}, "c": {"kubectl-label"}}
+
+
+def test_plan_unchanged():
+    current = node("n", {"a": "1", "other": "x"}, {nl.FIELD_MANAGER: ["a"], "kubectl": ["other"]})
+    plan = nl.plan_node(current, {"a": "1"})
+    assert plan == {"patch": False, "labels_set": {}, "labels_removed": [], "before": {"a": "1"}, "after": {"a": "1"}}
+
+
+def test_plan_change_add_and_remove():
+    current = node("n", {"a": "1", "stale": "s", "other": "x"}, {nl.FIELD_MANAGER: ["a", "stale"], "kubectl": ["other"]})
+    plan = nl.plan_node(current, {"a": "2", "new": "n"})
+    assert plan["patch"] is True
+    assert plan["labels_set"] == {"a": "2", "new": "n"}
+    assert plan["labels_removed"] == ["stale"]
+    assert plan["before"] == {"a": "1", "stale": "s"}
+    assert plan["after"] == {"a": "2", "new": "n"}
+
+
+def test_plan_shared_label_is_not_removed_and_taking_over_is_no_change():
+    current = node("n", {"a": "1", "shared": "x"}, {nl.FIELD_MANAGER: ["shared"], "kubectl": ["shared", "a"]})
+    plan = nl.plan_node(current, {"a": "1"})
+    assert plan["labels_removed"] == [] and plan["labels_set"] == {}
+    assert plan["patch"] is True  # ownership of "a" is taken, "shared" released: a request, but no label change
+
+
+# ---- the client layer against a fake CoreV1Api ----------------------------------------------------------------
+
+
+class Response(object):
+    def __init__(self, data):
+        self.data = json.dumps(data).encode()
+
+
+class FakeCore(object):
+    """Records requests; ``failures`` maps a node name to a list of exceptions raised before success."""
+
+    def __init__(self, nodes, failures=None, page=None):
+        self.nodes = dict((n["metadata"]["name"], n) for n in nodes)
+        self.failures = failures or {}
+        self.page = page
+        self.patches = []
+        self.lists = 0
+
+    def list_node(self, limit=None, _continue=None, **kwargs):
+        assert kwargs["_preload_content"] is False and kwargs["_request_timeout"]
+        self.lists += 1
+        names = sorted(self.nodes)
+        start = int(_continue or 0)
+        size = self.page or len(names)
+        items = [self.nodes[n] for n in names[start:start + size]]
+        more = start + size < len(names)
+        return Response({"items": items, "metadata": {"continue": str(start + size) if more else None}})
+
+    def patch_node(self, name, body, **kwargs):
+        assert kwargs["field_manager"] == nl.FIELD_MANAGER and kwargs["force"] is True
+        assert kwargs["_content_type"] == "application/apply-patch+yaml"
+        pending = self.failures.get(name)
+        if pending:
+            raise pending.pop(0)
+        self.patches.append((name, body, kwargs.get("dry_run")))
+        current = self.nodes[name]
+        labels = dict(current["metadata"]["labels"])
+        for key in nl.owned_labels(current):
+            labels.pop(key)
+        labels.update(body["metadata"]["labels"])
+        self.nodes[name] = node(name, labels, {nl.FIELD_MANAGER: list(body["metadata"]["labels"])})
+        return Response(self.nodes[name])
+
+
+def api_error(status):
+    exc = k8s_client.ApiException(status=status, reason="Nope")
+    exc.body = json.dumps({"message": "node is busy"})
+    return exc
+
+
+def run(params, labeller, **kwargs):
+    """The module's run with NVIDIA's labels (what gpu_node_labels passes)."""
+    return nl.run(params, labeller, nvlabels.labels_for, **kwargs)
+
+
+def labeller(core, **kwargs):
+    waits = []
+    result = nl.NodeLabeller(core, wait=waits.append, **kwargs)
+    result.waits = waits
+    return result
+
+
+def params(**kwargs):
+    base = {"nodes": None, "node_names": {}, "accelerator_label": "accelerator", "state": "present",
+            "missing_nodes": "fail", "concurrency": 4}
+    base.update(kwargs)
+    return base
+
+
+def test_run_labels_only_what_differs_and_reports():
+    t4 = nvlabels.labels_for_facts(facts_from_profile("t4"))
+    core = FakeCore([node("a", {}, {}), node("b", t4, {nl.FIELD_MANAGER: list(t4)}), node("c", {"x": "1"}, {"k": ["x"]})],
+                    page=1)
+    facts = {"a": facts_from_profile("v100x4"), "b": facts_from_profile("t4"), "c": NO_GPU}
+    result = run(params(nodes=facts), labeller(core), want_diff=True)
+    assert core.lists == 3  # paged
+    assert [p[0] for p in core.patches] == ["a"]
+    assert result["changed"] is True
+    assert result["summary"] == {"total": 3, "changed": 1, "unchanged": 2, "missing": 0}
+    assert result["nodes"]["a"]["labels_set"]["nvidia.com/gpu.count"] == "4"
+    assert result["nodes"]["b"]["status"] == "unchanged"
+    assert result["diff"] == [{"before_header": "node/a labels", "after_header": "node/a labels", "before": {},
+                               "after": nvlabels.labels_for_facts(facts["a"])}]
+    again = run(params(nodes=facts), labeller(core))
+    assert again["changed"] is False and len(core.patches) == 1
+
+
+def test_check_mode_writes_nothing():
+    core = FakeCore([node("a", {}, {})])
+    result = run(params(nodes={"a": facts_from_profile("t4")}), labeller(core), check_mode=True)
+    assert result["changed"] is True and core.patches == []
+
+
+def test_absent_without_nodes_cleans_every_node_we_labelled():
+    labelled = node("a", {"nvidia.com/gpu.count": "1", "x": "y"}, {nl.FIELD_MANAGER: ["nvidia.com/gpu.count"], "k": ["x"]})
+    core = FakeCore([labelled, node("b", {"x": "y"}, {"k": ["x"]})])
+    result = run(params(state="absent"), labeller(core))
+    assert result["nodes"] == {"a": {"status": "changed", "labels": {}, "labels_set": {},
+                                     "labels_removed": ["nvidia.com/gpu.count"]}}
+    assert core.patches[0][1]["metadata"]["labels"] == {}
+    assert core.nodes["a"]["metadata"]["labels"] == {"x": "y"}
+
+
+def test_missing_nodes_fail_before_any_patch_with_a_hint():
+    core = FakeCore([node("a", {}, {})])
+    with pytest.raises(K8sError) as info:
+        run(params(nodes={"a": NO_GPU, "gone-1": NO_GPU, "host.example.com": NO_GPU},
+                   node_names={"host.example.com": "host"}), labeller(core))
+    assert "2 node(s) not found" in str(info.value) and "gone-1" in str(info.value)
+    assert "node_names for host.example.com" in str(info.value)
+    assert core.patches == []
+
+
+def test_missing_nodes_skip():
+    core = FakeCore([node("a", {}, {})])
+    result = run(params(nodes={"a": facts_from_profile("t4"), "b": NO_GPU}, missing_nodes="skip"), labeller(core))
+    assert result["nodes"]["b"]["status"] == "missing" and result["summary"]["missing"] == 1
+    assert "b" in result["warnings"][0]
+
+
+def test_node_names_map_inventory_to_nodes():
+    core = FakeCore([node("kg-t4", {}, {})])
+    result = run(params(nodes={"t4.example.com": facts_from_profile("t4")},
+                        node_names={"t4.example.com": "kg-t4"}), labeller(core))
+    assert list(result["nodes"]) == ["kg-t4"] and core.patches[0][0] == "kg-t4"
+    with pytest.raises(OptionError, match="both map"):
+        nl.resolve_node_names({"x": 1, "y": 1}, {"x": "n", "y": "n"})
+
+
+def test_bad_facts_fail_naming_the_host():
+    core = FakeCore([node("a", {}, {})])
+    with pytest.raises(OptionError, match="node a"):
+        run(params(nodes={"a": None}), labeller(core))
+
+
+def test_bad_accelerator_label():
+    with pytest.raises(OptionError, match="not a valid"):
+        run(params(nodes={}, accelerator_label="bad key!"), labeller(FakeCore([])))
+
+
+@pytest.mark.parametrize("status", [409, 429, 500, 503, 0])
+def test_retries_then_succeeds(status):
+    core = FakeCore([node("a", {}, {})], failures={"a": [api_error(status), api_error(status)]})
+    lab = labeller(core)
+    result = run(params(nodes={"a": facts_from_profile("t4")}), lab)
+    assert result["changed"] is True and lab.waits == [0.5, 1.0]
+
+
+def test_connection_errors_are_retried():
+    from urllib3.exceptions import ProtocolError
+    core = FakeCore([node("a", {}, {})], failures={"a": [ProtocolError("reset")]})
+    assert run(params(nodes={"a": facts_from_profile("t4")}), labeller(core))["changed"] is True
+
+
+def test_retries_are_bounded_and_the_error_names_the_node():
+    core = FakeCore([node("a", {}, {}), node("b", {}, {})], failures={"b": [api_error(503)] * 10})
+    lab = labeller(core, retries=2)
+    with pytest.raises(K8sError) as info:
+        run(params(nodes={"a": facts_from_profile("t4"), "b": facts_from_profile("t4")}), lab)
+    assert info.value.details["node"] == "b"
+    assert "node b failed after 3 attempt(s): HTTP 503 Nope: node is busy" in str(info.value)
+    assert "1 node(s) were labelled before the error" in str(info.value)
+    assert fail_args(info.value) == {"msg": str(info.value), "node": "b"}
+
+
+def test_client_errors_are_not_retried():
+    core = FakeCore([node("a", {}, {})], failures={"a": [api_error(403)]})
+    lab = labeller(core)
+    with pytest.raises(K8sError, match="HTTP 403"):
+        run(params(nodes={"a": facts_from_profile("t4")}), lab)
+    assert lab.waits == []
+
+
+def test_unexpected_errors_keep_their_traceback():
+    result = None
+    try:
+        raise KeyError("x")
+    except KeyError as exc:
+        result = fail_args(exc)
+    assert result["msg"].startswith("unexpected error: KeyError") and "Traceback" in result["exception"]

@@ -1,0 +1,257 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Rendering and validation of the device plugin objects (pure functions), and the runner with a fake client."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+import pytest
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError, fail_args
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects, objectset
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv, deployment, manifests, plugin_config
+
+
+def params(**over):
+    base = dict(namespace="nvidia-device-plugin", version=nv.DEVICE_PLUGIN_VERSION, image=None, image_pull_secrets=[],
+                mig_strategy="none", device_list_strategy=["envvar"], device_id_strategy="uuid",
+                fail_on_init_error=True, nvidia_driver_root="/", sharing=None, runtime_class=None,
+                node_selector=dict(nv.DEFAULT_NODE_SELECTOR), tolerations=None, priority_class="system-node-critical",
+                gfd=False, state="present", wait=True, wait_timeout=300, expected={})
+    base.update(over)
+    return base
+
+
+def by_kind(objects):
+    return dict((o["kind"], o) for o in objects)
+
+
+def test_default_config_is_the_plugin_schema():
+    config = plugin_config.build_config(params())
+    assert config == {"version": "v1", "flags": {
+        "migStrategy": "none", "failOnInitError": True, "nvidiaDriverRoot": "/",
+        "plugin": {"passDeviceSpecs": False, "deviceListStrategy": ["envvar"], "deviceIDStrategy": "uuid"}}}
+    assert "sharing" not in config
+
+
+def test_time_slicing_and_mps_sections():
+    ts = plugin_config.build_config(params(sharing={"strategy": "time-slicing", "replicas": 4, "rename_by_default": True}))
+    assert ts["sharing"] == {"timeSlicing": {"renameByDefault": True,
+                                             "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}
+    mps = plugin_config.build_config(params(sharing={"strategy": "mps", "replicas": 2, "devices": "all"}))
+    assert mps["sharing"]["mps"]["failRequestsGreaterThanOne"] is True
+    assert mps["sharing"]["mps"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 2, "devices": "all"}]
+    assert mps["flags"]["mpsRoot"] == nv.MPS_ROOT
+
+
+@pytest.mark.parametrize("over, option, words", [
+    ({"sharing": {"strategy": "time-slicing", "replicas": 1}}, "sharing.replicas", ">= 2"),
+    ({"sharing": {"strategy": "time-slicing"}}, "sharing.replicas", "required"),
+    ({"sharing": {"strategy": "mps", "replicas": 2}, "mig_strategy": "mixed"}, "sharing.strategy", "mixed"),
+    ({"sharing": {"strategy": "spread", "replicas": 2}}, "sharing.strategy", "unknown strategy"),
+    ({"mig_strategy": "both"}, "mig_strategy", "unknown strategy"),
+    ({"device_list_strategy": ["envvar", "magic"]}, "device_list_strategy", "magic"),
+    ({"device_id_strategy": "serial"}, "device_id_strategy", "serial"),
+    ({"sharing": {"strategy": "time-slicing", "replicas": 2, "resources": [{"name": "x" * 60}]}},
+     "sharing.resources[0].name", "63 characters"),
+    ({"sharing": {"strategy": "time-slicing", "replicas": 2, "resources": [{"name": "GPU_big"}]}},
+     "sharing.resources[0].name", "not a valid resource name"),
+    ({"sharing": {"strategy": "time-slicing", "replicas": 2, "devices": 0}}, "sharing.devices", "> 0"),
+    ({"sharing": {"strategy": "time-slicing", "replicas": 2, "devices": "some"}}, "sharing.devices", "unknown value"),
+    ({"sharing": {"strategy": "time-slicing", "replicas": 2, "devices": ["0", "GPU-xyz"]}}, "sharing.devices", "GPU-xyz"),
+    ({"namespace": "Not_A_Namespace"}, "namespace", "namespace name"),
+    ({"expected": {"n1": {"nvidia.com/gpu": -1}}}, "expected", ">= 0"),
+])
+def test_invalid_options_name_the_option(over, option, words):
+    with pytest.raises(OptionError) as err:
+        plugin_config.validate(params(**over))
+    assert err.value.option == option and words in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("devices, want", [
+    ("all", "all"), (2, 2), ("3", 3), (["0", "1:0", "GPU-572352bc-eb73-5c95-b1d4-77eed0a239ac"],
+                                       ["0", "1:0", "GPU-572352bc-eb73-5c95-b1d4-77eed0a239ac"]),
+])
+def test_valid_devices(devices, want):
+    config = plugin_config.build_config(params(sharing={"strategy": "time-slicing", "replicas": 2, "devices": devices}))
+    assert config["sharing"]["timeSlicing"]["resources"][0]["devices"] == want
+
+
+def test_resource_names_get_the_prefix():
+    assert plugin_config.resource_name("gpu") == "nvidia.com/gpu"
+    assert plugin_config.resource_name("nvidia.com/mig-1g.10gb") == "nvidia.com/mig-1g.10gb"
+
+
+def test_daemonset_follows_the_static_manifest():
+    objects = manifests.render(params())
+    assert [o["kind"] for o in objects] == ["ConfigMap", "DaemonSet"]
+    ds = by_kind(objects)["DaemonSet"]
+    pod = ds["spec"]["template"]["spec"]
+    ctr = pod["containers"][0]
+    assert ctr["image"] == "nvcr.io/nvidia/k8s-device-plugin:" + nv.DEVICE_PLUGIN_VERSION
+    assert ctr["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert ctr["env"] == [{"name": "CONFIG_FILE", "value": "/config/config.yaml"}]
+    mounts = dict((m["name"], m["mountPath"]) for m in ctr["volumeMounts"])
+    vols = dict((v["name"], v) for v in pod["volumes"])
+    assert vols["device-plugin"]["hostPath"] == {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}
+    assert mounts["config"] == "/config" and vols["config"]["configMap"]["name"] == nv.CONFIGMAP_NAME
+    assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
+    assert pod["priorityClassName"] == "system-node-critical"
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    assert "runtimeClassName" not in pod
+    for obj in objects:
+        assert obj["metadata"]["labels"]["app.kubernetes.io/name"] == "nvidia-device-plugin"
+        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubegpu.cluster"
+    assert ds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_config_map_holds_the_config_and_the_hash_follows_it():
+    p1, p2 = params(), params(sharing={"strategy": "time-slicing", "replicas": 4})
+    c1, c2 = plugin_config.build_config(p1), plugin_config.build_config(p2)
+    cm = by_kind(manifests.render(p1))["ConfigMap"]
+    assert json.loads(cm["data"]["config.yaml"]) == c1
+    h1, h2 = plugin_config.config_hash(c1), plugin_config.config_hash(c2)
+    assert h1 != h2 and h1 == plugin_config.config_hash(plugin_config.build_config(params()))
+    for config, digest in ((p1, h1), (p2, h2)):
+        ds = by_kind(manifests.render(config))["DaemonSet"]
+        assert ds["spec"]["template"]["metadata"]["annotations"][k8s_objects.ANNOTATION_CONFIG_HASH] == digest
+
+
+def test_options_reach_the_pod():
+    objects = by_kind(manifests.render(params(runtime_class="nvidia", image="reg.example/dp:x", image_pull_secrets=["s1"],
+                                       priority_class="", tolerations=[], version="v0.19.0")))
+    assert objects["RuntimeClass"]["handler"] == "nvidia"
+    assert objects["RuntimeClass"]["metadata"]["labels"][k8s_objects.LABEL_OWNER_NAMESPACE] == "nvidia-device-plugin"
+    pod = objects["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["runtimeClassName"] == "nvidia" and pod["imagePullSecrets"] == [{"name": "s1"}]
+    assert pod["containers"][0]["image"] == "reg.example/dp:x"
+    assert "priorityClassName" not in pod and pod["tolerations"] == []
+    assert manifests.render(params(version="v0.19.0"))[1]["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.19.0")
+
+
+def test_gfd_objects_and_least_privilege():
+    objects = manifests.render(params(gfd=True))
+    kinds = [o["kind"] for o in objects]
+    assert kinds.count("DaemonSet") == 2 and "ServiceAccount" in kinds
+    rules = [r for o in objects if o["kind"] in ("Role", "ClusterRole") for r in o["rules"]]
+    assert {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]} in rules
+    for rule in rules:
+        assert "*" not in rule["verbs"] and "delete" not in rule["verbs"]
+        assert rule["resources"] in (["nodes"], ["nodefeatures"])
+    gfd = [o for o in objects if o["kind"] == "DaemonSet" and o["metadata"]["name"] == nv.GFD_NAME][0]
+    ctr = gfd["spec"]["template"]["spec"]["containers"][0]
+    assert ctr["command"] == ["gpu-feature-discovery"]
+    assert ctr["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert plugin_config.build_config(params(gfd=True))["flags"]["gfd"]["sleepInterval"] == "60s"
+
+
+def test_short_nodes_and_rollout():
+    nodes = {"a": {"status": {"allocatable": {"nvidia.com/gpu": "4", "cpu": "8"}}}}
+    assert objectset.short_nodes(nodes, {"a": {"nvidia.com/gpu": 4}}, nv.RESOURCE_PREFIX) == {}
+    assert objectset.short_nodes(nodes, {"a": {"nvidia.com/gpu": 16}}, nv.RESOURCE_PREFIX) == {"a": ({"nvidia.com/gpu": 4}, {"nvidia.com/gpu": 16})}
+    assert objectset.short_nodes(nodes, {"b": {"nvidia.com/gpu": 1}}, nv.RESOURCE_PREFIX) == {"b": (None, {"nvidia.com/gpu": 1})}
+    assert objectset.short_nodes(nodes, {"a": {"nvidia.com/gpu.shared": 0, "nvidia.com/gpu": 4}}, nv.RESOURCE_PREFIX) == {}
+    ds = {"metadata": {"generation": 2}, "status": {"observedGeneration": 2, "desiredNumberScheduled": 1,
+                                                    "updatedNumberScheduled": 1, "numberAvailable": 1}}
+    assert k8s_objects.rolled_out(ds)
+    ds["status"]["observedGeneration"] = 1
+    assert not k8s_objects.rolled_out(ds)
+
+
+class FakeClient(object):
+    """Records writes; ``live`` maps key -> object."""
+
+    def __init__(self, live=None):
+        self.live = live or {}
+        self.writes = []
+        self.clock = lambda: 0
+
+    def get(self, api_version, kind, name, namespace=None):
+        return self.live.get("/".join(p for p in (kind, namespace, name) if p))
+
+    def apply(self, obj, dry_run=False):
+        self.writes.append(("apply", obj["kind"], dry_run))
+        return "created", None, obj
+
+    def list(self, *args, **kwargs):
+        return []
+
+    def delete(self, *args, **kwargs):
+        self.writes.append(("delete", args, kwargs))
+        return True
+
+    def wait(self, *args, **kwargs):
+        raise AssertionError("no wait in check mode")
+
+
+def test_check_mode_only_dry_runs():
+    client = FakeClient()
+    result = deployment.run(params(), check_mode=True, want_diff=True, client=client)
+    assert result["changed"] is True
+    assert client.writes == [("apply", "Namespace", True)]  # objects in a missing namespace are not sent at all
+    assert set(o["action"] for o in result["objects"]) == {"created"}
+    assert "ConfigMap/nvidia-device-plugin/nvidia-device-plugin-config" in result["diff"]["after"]
+
+
+def test_invalid_config_makes_no_client():
+    def factory(_params):
+        raise AssertionError("connected before validating")
+    with pytest.raises(OptionError):
+        deployment.run(params(sharing={"strategy": "time-slicing", "replicas": 1}), client_factory=factory)
+
+
+def test_someone_elses_namespace_and_runtime_class_are_left_alone():
+    live = {"Namespace/nvidia-device-plugin": {"metadata": {"name": "nvidia-device-plugin"}},
+            "RuntimeClass/nvidia": {"metadata": {"name": "nvidia", "labels": {}}}}
+    client = FakeClient(live)
+    result = deployment.run(params(runtime_class="nvidia", wait=False), client=client)
+    kinds = [w[1] for w in client.writes]
+    assert "Namespace" not in kinds and "RuntimeClass" not in kinds
+    actions = dict((o["kind"], o["action"]) for o in result["objects"])
+    assert actions["Namespace"] == "unchanged" and actions["RuntimeClass"] == "unchanged"
+
+
+def test_failure_messages():
+    assert fail_args(OptionError("sharing.replicas", "bad")) == {"msg": "sharing.replicas: bad",
+                                                                 "option": "sharing.replicas"}
+    assert "exception" in fail_args(RuntimeError("boom"))
+
+
+def test_container_reasons_say_why_a_plugin_pod_does_not_run():
+    assert k8s_objects.container_reasons({"status": {"containerStatuses": [{"state": {"running": {}}}]}}) == ""
+    crash = {"status": {"containerStatuses": [{
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container"}},
+        "lastState": {"terminated": {"exitCode": 1, "message": "Failed to initialize NVML: could not load NVML library\n"}}}]}}
+    assert k8s_objects.container_reasons(crash) == (", CrashLoopBackOff: back-off 5m0s restarting failed container; last exit 1: "
+                                                    "Failed to initialize NVML: could not load NVML library")
+
+
+def _v100s(count):
+    return {"present": True, "count": count,
+            "devices": [{"index": i, "uuid": "GPU-%d" % i, "name": "Tesla V100-PCIE-16GB"} for i in range(count)]}
+
+
+def test_facts_give_the_expected_counts_under_the_deployed_config():
+    result = deployment.run(params(facts={"host-1": _v100s(4), "cpu-host": {"present": False, "count": 0}},
+                                   node_names={"host-1": "kg-1"}, wait=False,
+                                   sharing={"strategy": "time-slicing", "replicas": 4, "rename_by_default": True}),
+                            client=FakeClient())
+    assert result["expected"] == {"kg-1": {"nvidia.com/gpu.shared": 16}}
+
+
+def test_bad_facts_or_a_refused_node_fail_before_connecting():
+    def factory(_params):
+        raise AssertionError("connected before validating")
+    with pytest.raises(OptionError, match="facts: host-1 has no gpu fact"):
+        deployment.run(params(facts={"host-1": None}), client_factory=factory)
+    mixed = _v100s(2)
+    mixed["devices"][0]["mig"] = {"current": True, "devices": [{"profile": "1g.10gb"}]}
+    with pytest.raises(OptionError, match="mig_strategy: node host-1 mixes GPUs with MIG on and off"):
+        deployment.run(params(facts={"host-1": mixed}, mig_strategy="single"), client_factory=factory)
+
+
+def test_absent_needs_no_facts():
+    result = deployment.run(params(state="absent", facts={"host-1": None}, wait=False), client=FakeClient())
+    assert result["expected"] == {}

@@ -1,0 +1,81 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+import pytest
+from hypothesis import given, strategies as st
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import naming as _gpu_model
+
+
+@pytest.mark.parametrize("name, slug", [
+    ("Tesla V100-PCIE-16GB", "nvidia-tesla-v100-pcie-16gb"),
+    ("Tesla T4", "nvidia-tesla-t4"),
+    ("NVIDIA A100-SXM4-80GB", "nvidia-a100-sxm4-80gb"),
+    ("NVIDIA H100 80GB HBM3", "nvidia-h100-80gb-hbm3"),
+    ("GeForce GTX 1060 3GB", "nvidia-geforce-gtx-1060-3gb"),
+    ("  ", "nvidia-unknown"),
+    (None, "nvidia-unknown"),
+])
+def test_product_slug(name, slug):
+    assert _gpu_model.product_slug(name) == slug
+
+
+@given(st.text())
+def test_product_slug_is_always_a_valid_label_value(name):
+    slug = _gpu_model.product_slug(name)
+    assert len(slug) <= 63
+    assert re.match(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$", slug)
+
+
+@pytest.mark.parametrize("capability, arch, family", [
+    ((7, 0), None, "volta"),
+    ((7, 5), None, "turing"),
+    ((8, 0), None, "ampere"),
+    ((8, 6), None, "ampere"),
+    ((8, 9), None, "ada-lovelace"),
+    ((9, 0), None, "hopper"),
+    ((6, 1), None, "pascal"),
+    ((10, 0), None, "blackwell"),
+    (None, 5, "volta"),
+    (None, 8, "ada-lovelace"),
+    ((42, 0), 9, "hopper"),
+    (None, None, None),
+    (None, 0xFFFFFFFF, None),
+])
+def test_architecture_family(capability, arch, family):
+    assert _gpu_model.architecture_family(capability, arch) == family
+
+
+@pytest.mark.parametrize("value, text", [(11060, "11.6"), (12040, "12.4"), (9010, "9.1"), (11000, "11.0"), (None, None)])
+def test_cuda_version_string(value, text):
+    assert _gpu_model.cuda_version_string(value) == text
+
+
+@pytest.mark.parametrize("gi, ci, memory, total, name", [
+    (1, 1, 9856, 81920, "1g.10gb"),     # A100-SXM4-80GB
+    (2, 2, 19968, 81920, "2g.20gb"),
+    (3, 3, 40192, 81920, "3g.40gb"),
+    (7, 7, 80896, 81920, "7g.80gb"),
+    (1, 1, 4864, 40960, "1g.5gb"),      # A100-SXM4-40GB
+    (7, 7, 40192, 40960, "7g.40gb"),
+    (2, 1, 19968, 81920, "1c.2g.20gb"),
+    (1, 1, 9984, 81559, "1g.10gb"),     # H100 80GB HBM3
+])
+def test_mig_profile_name(gi, ci, memory, total, name):
+    assert _gpu_model.mig_profile_name(gi, ci, memory, total) == name
+
+
+def test_parse_version_compares_as_numbers_not_strings():
+    assert _gpu_model.parse_version("510.47.03") > _gpu_model.parse_version("470.82.01")
+    assert _gpu_model.parse_version("1000.1") > _gpu_model.parse_version("999.99.99")
+    assert _gpu_model.parse_version("470") < _gpu_model.parse_version("470.0.1")
+
+
+@pytest.mark.parametrize("text", ["", "abc", "470.x", "4..7", "-1"])
+def test_parse_version_rejects_garbage_with_the_text(text):
+    with pytest.raises(ValueError, match="is not a version"):
+        _gpu_model.parse_version(text)
