@@ -10,7 +10,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: nvidia_runtime_config
-short_description: Register the NVIDIA container runtime with docker, containerd, CRI-O, k3s or RKE2
+short_description: Register the NVIDIA container runtime with docker, containerd, CRI-O, k3s, RKE2, k0s or microk8s
 version_added: 0.1.0
 description:
   - Adds the NVIDIA container runtime to the configuration of docker (C(daemon.json)), containerd (C(config.toml),
@@ -26,6 +26,18 @@ description:
     refuses such a path for O(runtime=containerd)). They register the NVIDIA runtime themselves when they find
     C(nvidia-container-runtime) on their PATH; with O(runtime=k3s) or O(runtime=rke2) the module makes it their
     default through what they read: a drop-in of their C(config.yaml.d) with C(default-runtime: <name>)."
+  - "k0s builds its containerd's CRI settings at every start from containerd's defaults and the files of
+    C(/etc/k0s/containerd.d), which it merges in as patches. With O(runtime=k0s) the module writes one such file, with
+    the runtime (copied from the default runtime, runc or crun of what k0s generated last), the default and CDI as
+    asked and nothing else, so removing it gives back what the other files say. It never edits
+    C(/etc/k0s/containerd.toml) while k0s manages it, nor C(/run/k0s/containerd-cri.toml), and refuses to work where
+    the user took C(containerd.toml) over (k0s then ignores C(containerd.d)): configure that file with
+    O(runtime=containerd)."
+  - "microk8s writes its containerd's C(args/containerd.toml) again at every start from
+    C(args/containerd-template.toml), replacing C(${SNAP}), C(${SNAP_DATA}) and C(${RUNTIME}). With
+    O(runtime=microk8s) the module edits the template in place as it edits a containerd C(config.toml); the
+    placeholders are values like any other (a C(default_runtime_name) of C(${RUNTIME}) comes back with
+    O(state=absent)). It refuses the rendered file."
   - The module does not restart the runtime; RV(restart_required) says when a restart is needed.
 author:
   - kubegpu.cluster contributors (@kubegpu)
@@ -34,7 +46,7 @@ options:
     description: The container runtime whose configuration is edited.
     type: str
     required: true
-    choices: [docker, containerd, crio, k3s, rke2]
+    choices: [docker, containerd, crio, k3s, rke2, k0s, microk8s]
   config_path:
     description:
       - The runtime's main configuration file.
@@ -44,6 +56,9 @@ options:
         O(state=absent) or O(set_as_default=false) (the distribution registers the runtime by itself). The module
         refuses a O(runtime_path) they would not find (not C(nvidia-container-runtime) on PATH or in the GPU
         operator's C(/usr/local/nvidia/toolkit)).
+      - For k0s, the file of C(/etc/k0s/containerd.d) the module writes, C(/etc/k0s/containerd.d/nvidia.toml) (the name
+        NVIDIA's operator documentation uses on k0s); it must end in C(.toml). For microk8s,
+        C(/var/snap/microk8s/current/args/containerd-template.toml).
       - It does not have to exist; a missing file is created.
     type: path
   drop_in_path:
@@ -90,7 +105,11 @@ options:
     default: false
   config_version:
     description:
-      - containerd only (the module refuses any other value than V(auto) for docker and CRI-O).
+      - containerd, k0s and microk8s only (the module refuses any other value than V(auto) for docker, CRI-O, k3s and
+        RKE2).
+      - For k0s, V(auto) takes the version of what k0s generated last (C(/run/k0s/containerd-cri.toml)), else asks its
+        bundled C(/var/lib/k0s/bin/containerd), which means V(2) on containerd 1.x and V(3) on 2.x (k0s refuses any other version in
+        C(containerd.d)). Before k0s ever ran on the host neither is there, and the module asks for O(config_version).
       - V(2) writes the containerd 1.x layout (CRI plugin C(io.containerd.grpc.v1.cri)), V(3) the containerd 2.0 to 2.2
         layout and V(4) the containerd 2.3 and later layout (both with the CRI runtime plugin
         C(io.containerd.cri.v1.runtime); version 4 differs from 3 in the server settings only).

@@ -147,9 +147,12 @@ def test_the_role_knows_exactly_the_runtimes_of_the_registry():
     table = load(ROOT / "roles" / "container_toolkit" / "vars" / "main.yml")["_container_toolkit_runtimes"]
     assert sorted(table) == registry.NAMES
     for name, adapter in registry.RUNTIMES.items():
-        assert table[name] == {"binary": adapter.binary, "services": list(adapter.services or (adapter.service,))}, name
+        assert table[name] == {"binary": adapter.binary, "version_args": list(adapter.version_args),
+                               "services": list(adapter.services or (adapter.service,))}, name
         for kind in ("configure", "verify"):
             assert (ROOT / "roles" / "container_toolkit" / "tasks" / ("%s_%s.yml" % (kind, name))).is_file()
+    generated = load(ROOT / "roles" / "container_toolkit" / "vars" / "main.yml")["_container_toolkit_generated"]
+    assert generated == dict((n, a.generated) for n, a in registry.RUNTIMES.items() if getattr(a, "generated", None))
     spec = load(ROOT / "roles" / "container_toolkit" / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
     assert sorted(spec["container_toolkit_runtimes"]["choices"]) == registry.NAMES
     assert sorted(module_options("nvidia_runtime_config")["runtime"]["choices"]) == registry.NAMES

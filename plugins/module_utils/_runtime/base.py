@@ -132,17 +132,24 @@ class Runtime(object):
     """A container runtime adapter. Subclasses set the class attributes and implement :meth:`plan`."""
 
     name = None  # the module's ``runtime`` value
-    binary = None  # the daemon's executable, which answers ``--version``
+    binary = None  # the daemon's executable, which tells its version when run with ``version_args``
+    version_args = ("--version",)
     service = None  # the systemd unit the role restarts
     services = None  # the units it may be, in the order the role looks for them (None: just ``service``)
     config_path = None  # the main configuration file
     drop_in_path = None  # where NVIDIA's tools put their drop-in (None: the runtime has no drop-in directory)
     toml = False  # whether the configuration is TOML (tomlkit needed)
+    config_versions = ()  # the containerd config versions the module's config_version may name (none: only auto)
 
     def version(self, version_output):
         """The ``X.Y[.Z]`` version from the daemon's ``--version`` output, or None."""
         match = re.search(r"v?([0-9]+\.[0-9]+(\.[0-9]+)?)", version_output or "")
         return match.group(1) if match else None
+
+    def owns(self, path):
+        """Why ``path`` (links resolved) is a file this runtime writes itself, which an edit by another adapter would
+        not survive (a sentence), or None."""
+        return None
 
     def check(self, params):
         """Refuse options this runtime cannot take (raise ``FileError``/``OptionError``); nothing is read yet."""

@@ -31,8 +31,8 @@ import re
 from collections.abc import Mapping
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _files
-from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, KubegpuError, ValidationError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Change, Runtime, candidate_of, real
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, ValidationError
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Change, Runtime, candidate_of
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.common import (
     dotted, restore_default, set_default, toml_data, type_name, without_empty_tables,
 )
@@ -512,13 +512,11 @@ class Containerd(Runtime):
     config_path = "/etc/containerd/config.toml"
     drop_in_path = "/etc/containerd/conf.d/99-nvidia.toml"
     toml = True
+    config_versions = SUPPORTED_VERSIONS
 
-    def check(self, params):
-        for path in (params.get("config_path"), params.get("drop_in_path")):
-            if path and real(path).startswith("/var/lib/rancher/"):
-                raise KubegpuError(
-                    "%s is generated again by k3s or RKE2 at every start of the service, so an edit is lost at the next "
-                    "restart; use runtime=k3s or runtime=rke2, which set what the distribution reads" % path)
+    def containerd(self, host):
+        """The containerd binary that reads this config (its version, its validation), or None."""
+        return host.get_bin_path("containerd")
 
     def _version(self, host, binary):
         """The installed containerd's ``(major, minor)``, or None."""
@@ -537,7 +535,7 @@ class Containerd(Runtime):
         main_text = _files.read_text(main_path)
 
         def ask_binary():
-            binary = host.get_bin_path(self.binary)
+            binary = self.containerd(host)
             return self._version(host, binary) if binary else None
 
         version = resolve_version(str(the_plan.params.get("config_version") or "auto"), main_text, main_path, ask_binary)
@@ -567,7 +565,7 @@ class Containerd(Runtime):
         command = the_plan.params.get("validate")
         if command is not None:
             return (command or None), None
-        binary = host.get_bin_path(self.binary)
+        binary = self.containerd(host)
         if binary is None:
             return None, None
         found = self._version(host, binary)

@@ -43,13 +43,23 @@ def _check_params(params, adapter):
         raise KubegpuError(missing_required_lib("tomlkit", url="https://pypi.org/project/tomlkit/")
                            + " (needed for %s's TOML config)" % runtime, exception=TOMLKIT_IMPORT_ERROR)
     adapter.check(params)
+    for path in (params.get("config_path"), params.get("drop_in_path")):
+        for other in (registry.get(n) for n in registry.NAMES if n != runtime):
+            why = path and other.owns(real(path))
+            if why:
+                raise KubegpuError("%s %s, so an edit of it is lost; use runtime=%s, which sets what %s reads"
+                                   % (path, why, other.name, other.name))
     drop_in = params.get("drop_in_path")
     if drop_in and real(drop_in) == real(params.get("config_path") or adapter.config_path):
         raise KubegpuError("drop_in_path must be another file than config_path: %r" % drop_in)
     if drop_in and not os.path.isabs(drop_in):
         raise KubegpuError("drop_in_path must be an absolute path (containerd imports it by that exact path): %r" % drop_in)
-    if runtime != "containerd" and str(params.get("config_version") or "auto") != "auto":
-        raise KubegpuError("config_version applies to containerd only; leave it at auto for %s" % runtime)
+    requested = str(params.get("config_version") or "auto")
+    if requested != "auto" and int(requested) not in adapter.config_versions:
+        raise KubegpuError("config_version applies to containerd's configs (%s); %s takes %s" % (
+            ", ".join(n for n in registry.NAMES if registry.get(n).config_versions), runtime,
+            "only auto" if not adapter.config_versions else
+            "auto or " + " or ".join(str(v) for v in adapter.config_versions)))
     name = params.get("runtime_name") or ""
     if not name.strip() or name != name.strip() or "\n" in name:
         raise KubegpuError("runtime_name must be a non-empty name without surrounding whitespace: %r" % name)

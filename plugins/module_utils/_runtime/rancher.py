@@ -66,6 +66,11 @@ class Rancher(Runtime):
         """The containerd config the distribution writes at every start (read, never written, by this adapter)."""
         return "/var/lib/rancher/%s/agent/etc/containerd/config.toml" % self.program
 
+    def owns(self, path):
+        if path.startswith(os.path.dirname(self.generated) + "/"):
+            return "is generated again by %s from its template at every start of the service" % self.name
+        return None
+
     def check(self, params):
         if params.get("drop_in_path") is not None and params.get("config_path") is not None:
             raise KubegpuError("%s: give config_path (the drop-in of /etc/rancher/%s/config.yaml.d this module writes) "

@@ -16,6 +16,8 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import Opt
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.containerd import Containerd
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.crio import Crio
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.docker import Docker
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.k0s import K0s
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.microk8s import Microk8s
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.rancher import K3s, Rke2
 
 RUNTIMES = dict((adapter.name, adapter) for adapter in (
@@ -24,6 +26,8 @@ RUNTIMES = dict((adapter.name, adapter) for adapter in (
     Crio(),
     K3s(),
     Rke2(),
+    K0s(),
+    Microk8s(),
 ))
 NAMES = sorted(RUNTIMES)
 

@@ -134,7 +134,7 @@ def test_symlinks_are_followed(tmp_path):
 @pytest.mark.parametrize("args, words", [
     (dict(drop_in_path="/etc/docker/x.json"), "docker has no drop-in"),
     (dict(runtime="containerd", drop_in_path="conf.d/99-nvidia.toml"), "must be an absolute path"),
-    (dict(config_version="3"), "config_version applies to containerd only"),
+    (dict(config_version="3"), "docker takes only auto"),
     (dict(runtime="crio", runtime_path="nvidia-container-runtime"), "runtime_path must be an absolute path for crio"),
     (dict(runtime_name=" "), "runtime_name must be a non-empty name"),
     (dict(runtime="crio", drop_in_path="/etc/crio/crio.conf", config_path="/etc/crio/../crio/crio.conf"), "another file than config_path"),

@@ -60,7 +60,7 @@ def test_not_installed_yet_is_a_warning(tmp_path):
 
 
 def test_the_generated_containerd_config_is_never_edited(tmp_path):
-    with pytest.raises(KubegpuError, match="use runtime=k3s or runtime=rke2"):
+    with pytest.raises(KubegpuError, match="generated again by k3s.*use runtime=k3s"):
         engine.run(dict(params(tmp_path, "containerd"), config_path="/var/lib/rancher/k3s/agent/etc/containerd/config.toml"))
 
 
