@@ -68,8 +68,10 @@ options:
       - For containerd, the module also makes sure that O(config_path) lists this exact path in its C(imports),
         unless an absolute glob already there matches it (containerd expands entries containing C(*)). containerd
         before 2.1 replaces a whole plugin table with the imported one, so the drop-in carries the entire CRI plugin
-        table of O(config_path) with the runtime added, and nothing else. Run the module again after changing the
-        CRI table of O(config_path), or the drop-in's older copy wins; the runtime's own C(config dump) tells.
+        table containerd loads today with the runtime added, and nothing else. That is the table of O(config_path), or of
+        the last file it imports that has one; for containerd 2.1 and later, which merge plugin tables, the tables
+        merged, as they load them. Run the module again after changing those CRI tables, or the drop-in's older copy wins;
+        the runtime's own C(config dump) tells.
       - For CRI-O, which merges drop-in files key by key, the drop-in holds only the runtime's tables and
         O(config_path) is neither read nor changed. NVIDIA's tools use C(/etc/crio/crio.conf.d/99-nvidia.toml).
       - NVIDIA's tools use C(/etc/containerd/conf.d/99-nvidia.toml) for containerd.

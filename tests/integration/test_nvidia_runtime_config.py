@@ -232,6 +232,28 @@ def test_a_drop_in_with_only_our_runtime_would_lose_the_users_settings(tmp_path)
 
 
 @needs_containerd
+def test_containerd_drop_in_carries_what_an_earlier_import_set(tmp_path):
+    """config.toml imports conf.d/10-registry.toml, a whole CRI table with a docker.io mirror (containerd 1.6 loads
+    that table instead of the main file's). The drop-in is built from what containerd loads, so the mirror stays."""
+    main = seed(tmp_path, "containerd-1.6-kubeadm.toml", "config.toml")
+    kubeadm = tomlkit.parse(main.read_text())
+    (tmp_path / "conf.d").mkdir()
+    registry = tmp_path / "conf.d" / "10-registry.toml"
+    cri = kubeadm["plugins"][CRI].unwrap()
+    cri["registry"]["mirrors"]["docker.io"]["endpoint"] = ["https://registry-mirror.site.internal"]
+    registry.write_text(tomlkit.dumps({"version": 2, "plugins": {CRI: cri}}))
+    main.write_text(main.read_text().replace("imports = []", 'imports = ["conf.d/10-registry.toml"]'))
+    assert dump(main)["plugins"][CRI]["registry"]["mirrors"]["docker.io"]["endpoint"] == ["https://registry-mirror.site.internal"]
+    drop = tmp_path / "conf.d" / "99-nvidia.toml"
+    rc, result = module({"runtime": "containerd", "config_path": str(main), "drop_in_path": str(drop)})
+    assert rc == 0 and "warnings" not in result, result
+    loaded = dump(main)["plugins"][CRI]
+    assert loaded["registry"]["mirrors"]["docker.io"]["endpoint"] == ["https://registry-mirror.site.internal"]
+    assert loaded["containerd"]["default_runtime_name"] == "nvidia"
+    assert loaded["containerd"]["runtimes"]["nvidia"]["options"]["BinaryName"] == BIN
+
+
+@needs_containerd
 def test_containerd_drop_in_with_cdi_into_an_existing_glob(tmp_path):
     main = seed(tmp_path, "containerd-1.6-kubeadm.toml", "config.toml")
     (tmp_path / "conf.d").mkdir()

@@ -235,18 +235,68 @@ def unconfigure(text, path, settings, version):
 
 # --- Drop-in ---------------------------------------------------------------------------------------------------------
 
-def drop_in(main_text, main_path, settings, version):
-    """The drop-in's text: ``version``, the main config's whole CRI plugin table, our runtime added; nothing else.
+def drop_in(main_text, main_path, settings, version, imported=None, merges=False):
+    """The drop-in's text: ``version``, the CRI plugin table containerd loads today, our runtime added; nothing else.
 
     containerd before 2.1 replaces a plugin table with the imported one, so the drop-in must carry every CRI setting
-    of the main file, or an import would reset them to their defaults.
+    containerd loads, or importing it would reset them to their defaults: the main file's table, and what the files it
+    imports (``imported``: ``(path, text)`` in containerd's order, :func:`imported_files`) set, each replacing the table
+    before it, or, where the installed containerd merges plugin tables (``merges``: 2.1 and later), merged into it.
     """
     main = PlainTree(toml_data(main_text, main_path), main_path)
     plugin = CRI_PLUGIN[version]
-    tree = PlainTree({"version": version, "plugins": {plugin: copy.deepcopy(_table(main, ("plugins", plugin), main_path))}},
-                     main_path)
+    table = copy.deepcopy(_table(main, ("plugins", plugin), main_path))
+    for path, text in imported or ():
+        other = PlainTree(toml_data(text, path), path)
+        if other.get(("plugins", plugin)) is not None:
+            imported_table = copy.deepcopy(_table(other, ("plugins", plugin), path))
+            table = _deep_merge(table, imported_table) if merges else imported_table
+    tree = PlainTree({"version": version, "plugins": {plugin: table}}, main_path)
     _present(tree, version, settings, main_path)
     return render_tree(tree.data, main_path)
+
+
+def _deep_merge(base, other):
+    """``other`` merged into ``base``: tables key by key, any other value replaced."""
+    out = dict(base)
+    for key, value in other.items():
+        out[key] = _deep_merge(out[key], value) if isinstance(out.get(key), Mapping) and isinstance(value, Mapping) else value
+    return out
+
+
+def imported_files(main_text, main_path, skip):
+    """The files containerd loads after the main config, as ``(path, text)`` in its order, leaving out ``skip`` (our
+    drop-in) and files that are missing (containerd refuses those; its validation says so).
+
+    containerd's LoadConfig (cmd/containerd/server/config/config.go) works through a queue: the main file, then each
+    file's ``imports`` appended in order (relative entries against the importing file's directory, absolute entries
+    with ``*`` expanded by ``filepath.Glob``), a path loaded once.
+    """
+    def entries(text, path):
+        out = []
+        for entry in main_imports(text, path):
+            if "*" in entry and os.path.isabs(entry):
+                out.extend(go_glob(entry))
+            else:
+                out.append(_resolve_entry(entry, path))
+        return out
+
+    loaded = set([os.path.normpath(os.path.abspath(main_path))])
+    pending = entries(main_text, main_path)
+    found = []
+    while pending:
+        path = pending.pop(0)
+        if path in loaded:
+            continue
+        loaded.add(path)
+        if path == os.path.normpath(skip):
+            continue
+        text = _files.read_text(path)
+        if text is None:
+            continue
+        found.append((path, text))
+        pending.extend(entries(text, path))
+    return found
 
 
 def _resolve_entry(entry, main_path):
@@ -548,7 +598,13 @@ class Containerd(Runtime):
         drop_text = _files.read_text(drop_path)
         entry = the_plan.drop_in_entry
         if the_plan.present:
-            wanted = drop_in(main_text, main_path, settings, version)
+            imported = imported_files(main_text, main_path, the_plan.drop_in_entry)
+            merges = False
+            if any(PlainTree(toml_data(text, path), path).get(("plugins", CRI_PLUGIN[version])) is not None
+                   for path, text in imported):
+                binary = ask_binary()  # how another file's CRI table combines with the main file's
+                merges = isinstance(binary, tuple) and binary >= (2, 1)
+            wanted = drop_in(main_text, main_path, settings, version, imported=imported, merges=merges)
             if drop_text is not None and toml_data(drop_text, drop_path) == toml_data(wanted, drop_path):
                 wanted = drop_text  # the same settings (written by nvidia-ctk, say): no rewrite, no restart
             # the drop-in first: the main config must never import a file that is not there yet

@@ -317,22 +317,37 @@ def test_containerd_a_later_import_that_replaces_the_cri_table_is_caught(tmp_pat
     assert not drop.exists() and sorted(os.listdir(str(tmp_path / "conf.d"))) == ["zz-late.toml"]
 
 
-def test_containerd_an_earlier_import_shadowed_by_the_drop_in_is_warned_about(tmp_path):
+def test_containerd_an_earlier_import_s_cri_settings_are_carried_into_the_drop_in(tmp_path):
+    """containerd before 2.1 replaces the CRI table with the last imported one: the drop-in carries what an earlier
+    import set (its mirror, here its sandbox image), so importing it changes nothing but the runtime."""
     main = tmp_path / "config.toml"
-    main.write_text('version = 2\nimports = ["%s"]\n' % (tmp_path / "conf.d" / "*.toml"))
+    main.write_text('version = 2\nimports = ["%s"]\n[plugins."io.containerd.grpc.v1.cri"]\nmax_concurrent_downloads = 3\n'
+                    % (tmp_path / "conf.d" / "*.toml"))
     (tmp_path / "conf.d").mkdir()
     (tmp_path / "conf.d" / "10-site.toml").write_text('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nsandbox_image = "site"\n')
     host = FakeContainerd()
     runner.run(params(runtime="containerd", config_path=str(main), drop_in_path=str(tmp_path / "conf.d" / "99-nvidia.toml")), host=host)
-    assert len(host.warnings) == 1 and "sandbox_image" in host.warnings[0]
+    assert host.warnings == []
+    cri = plain(tomlkit.parse((tmp_path / "conf.d" / "99-nvidia.toml").read_text()))["plugins"]["io.containerd.grpc.v1.cri"]
+    # 1.6 replaces: the site file's table is what containerd loads today, the main file's key is not
+    assert cri["sandbox_image"] == "site" and "max_concurrent_downloads" not in cri and "nvidia" in cri["containerd"]["runtimes"]
 
 
-def test_containerd_the_shadow_warning_counts_what_it_does_not_name(tmp_path):
+def test_containerd_2_1_merges_the_imported_cri_tables_into_the_drop_in(tmp_path):
+    main = tmp_path / "config.toml"
+    main.write_text('version = 3\nimports = ["conf.d/10-site.toml"]\n[plugins."io.containerd.cri.v1.runtime"]\nmax_container_log_line_size = 3\n')
+    (tmp_path / "conf.d").mkdir()
+    (tmp_path / "conf.d" / "10-site.toml").write_text('version = 3\n[plugins."io.containerd.cri.v1.runtime"]\nenable_selinux = true\n')
+    args = params(runtime="containerd", config_path=str(main), drop_in_path=str(tmp_path / "conf.d" / "99-nvidia.toml"))
+    runner.run(args, host=FakeContainerd(version="2.1.4"))
+    cri = plain(tomlkit.parse((tmp_path / "conf.d" / "99-nvidia.toml").read_text()))["plugins"]["io.containerd.cri.v1.runtime"]
+    assert cri["max_container_log_line_size"] == 3 and cri["enable_selinux"] is True
+
+
+def test_containerd_the_shadow_warning_counts_what_it_does_not_name(tmp_path, monkeypatch):
     main = tmp_path / "config.toml"
     main.write_text('version = 2\nimports = ["%s"]\n' % (tmp_path / "conf.d" / "*.toml"))
-    (tmp_path / "conf.d").mkdir()
-    keys = "".join('key_%02d = "site"\n' % i for i in range(13))
-    (tmp_path / "conf.d" / "10-site.toml").write_text('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n' + keys)
+    monkeypatch.setattr(containerd, "changed_cri_settings", lambda before, after, settings: ["key_%02d" % i for i in range(13)])
     host = FakeContainerd()
     runner.run(params(runtime="containerd", config_path=str(main), drop_in_path=str(tmp_path / "conf.d" / "99-nvidia.toml")), host=host)
     assert "key_09" in host.warnings[0] and "key_10" not in host.warnings[0] and " and 3 more;" in host.warnings[0]
