@@ -37,7 +37,10 @@ RETURN_CODES = ['UNINITIALIZED', 'INVALID_ARGUMENT', 'NOT_SUPPORTED', 'NO_PERMIS
 TOP_KEYS = ['description', 'driver_version', 'nvml_version', 'cuda_driver_version', 'errors', 'devices']
 DEVICE_KEYS = ['name', 'uuid', 'serial', 'pci_bus_id', 'pci_device_id', 'pci_subsystem_id', 'memory_total_mib',
                'compute_capability', 'architecture', 'brand', 'persistence_mode', 'minor_number',
-               'multiprocessor_count', 'mig', 'errors']
+               'multiprocessor_count', 'event_types', 'xid_events', 'mig', 'errors']
+XID_KEYS = ['xid', 'after_ms', 'gpu_instance_id', 'compute_instance_id']
+EVENT_TYPES = ['single_bit_ecc', 'double_bit_ecc', 'pstate', 'xid_critical', 'clock', 'power_source_change',
+               'mig_config_change']
 MIG_KEYS = ['capable', 'current', 'pending', 'max_devices', 'devices']
 MIG_DEVICE_KEYS = ['uuid', 'profile', 'gpu_instance_slices', 'compute_instance_slices', 'memory_mib',
                    'multiprocessor_count', 'gpu_instance_id', 'compute_instance_id', 'copy_engine_count',
@@ -217,6 +220,38 @@ def _mig(device, base, name, known):
     return [_mig_device(entry, '%s[%d]' % (path, index), name, known) for index, entry in enumerate(devices)]
 
 
+def _event_types(obj, base):
+    present, value = _member(obj, base, 'event_types', False)
+    if not present:
+        return
+    path = _join(base, 'event_types')
+    if not isinstance(value, list):
+        raise ProfileError(path, 'expected an array')
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ProfileError('%s[%d]' % (path, i), 'expected a string')
+        if item not in EVENT_TYPES:
+            raise ProfileError('%s[%d]' % (path, i), "unknown event type '%s' (one of: %s)" % (item, ', '.join(EVENT_TYPES)))
+
+
+def _xid_events(obj, base):
+    present, value = _member(obj, base, 'xid_events', False)
+    if not present:
+        return
+    path = _join(base, 'xid_events')
+    if not isinstance(value, list):
+        raise ProfileError(path, 'expected an array')
+    for i, item in enumerate(value):
+        ebase = '%s[%d]' % (path, i)
+        if not isinstance(item, dict):
+            raise ProfileError(ebase, 'expected an object')
+        _check_keys(item, ebase, XID_KEYS)
+        _integer(item, ebase, 'xid', True, 1, 65535)
+        _integer(item, ebase, 'after_ms', False, 0, 86400000)
+        _integer(item, ebase, 'gpu_instance_id', False, 0, 65535)
+        _integer(item, ebase, 'compute_instance_id', False, 0, 65535)
+
+
 def _device(obj, base, index, known):
     if not isinstance(obj, dict):
         raise ProfileError(base, 'expected an object')
@@ -239,6 +274,8 @@ def _device(obj, base, index, known):
     _boolean(obj, base, 'persistence_mode', False)
     minor = _integer(obj, base, 'minor_number', False, 0, 65535, default=index)
     _integer(obj, base, 'multiprocessor_count', False, 0, 65535)
+    _event_types(obj, base)
+    _xid_events(obj, base)
     _errors(obj, base, True, known)
     migs = _mig(obj, base, name, known)
     return {'uuid': uuid, 'bus': tuple(int(group, 16) for group in match.groups()), 'minor': minor, 'migs': migs}

@@ -13,11 +13,13 @@
  *   - only then is the answer computed from the profile.
  * Nothing is ever printed: callers (Ansible modules) own stdout.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fakenvml.h"
 
@@ -63,6 +65,12 @@ const char *const fake_api_names[] = {
     "nvmlDeviceGetComputeInstanceId",
     "nvmlDeviceGetAttributes",
     "nvmlDeviceGetAttributes_v2",
+    "nvmlEventSetCreate",
+    "nvmlEventSetFree",
+    "nvmlEventSetWait",
+    "nvmlEventSetWait_v2",
+    "nvmlDeviceGetSupportedEventTypes",
+    "nvmlDeviceRegisterEvents",
     NULL,
 };
 /* END fake_api_names */
@@ -71,6 +79,8 @@ static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
 static unsigned int g_refcount;          /* nvmlInit calls not yet matched by nvmlShutdown */
 static struct fake_profile *g_prof;      /* valid while g_refcount > 0 */
 static char g_detail[FAKE_MSG_MAX];      /* why the last nvmlInit answered NVML_ERROR_UNKNOWN */
+
+static void free_event_sets(void);       /* at the last nvmlShutdown: the sets' devices go with the profile */
 
 int fake_api_known(const char *name)
 {
@@ -229,6 +239,7 @@ API nvmlReturn_t nvmlShutdown(void)
     } else {
         rc = lookup_err(&g_prof->errors, "nvmlShutdown");
         if (rc == NVML_SUCCESS && --g_refcount == 0) {
+            free_event_sets();
             fake_profile_free(g_prof);
             g_prof = NULL;
         }
@@ -763,4 +774,265 @@ API nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, nvmlDeviceAttribut
 API nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
 {
     LOCKED(get_attributes(device, attributes, "nvmlDeviceGetAttributes_v2"));
+}
+
+/* ----------------------------------------------------------------- events */
+
+/*
+ * An event set: the GPUs registered with it, each with its event mask, the time of its registration and which of its
+ * profile's XID events were delivered. Sets live in one list, so that a stale or foreign pointer is refused; the last
+ * nvmlShutdown frees them all (their devices go with the profile). The event mutex guards the list and every set;
+ * it is taken inside the read lock, and never held while waiting.
+ */
+struct ev_reg {
+    struct nvmlDevice_st *dev;
+    unsigned long long mask;
+    unsigned long long since_ms;
+    unsigned char *delivered;        /* one flag per dev->xids entry */
+};
+
+struct nvmlEventSet_st {
+    struct nvmlEventSet_st *next;
+    struct ev_reg *regs;
+    size_t count;
+};
+
+static pthread_mutex_t g_ev_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nvmlEventSet_st *g_sets;
+
+static unsigned long long now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000ULL + (unsigned long long)ts.tv_nsec / 1000000ULL;
+}
+
+static void free_set(struct nvmlEventSet_st *set)
+{
+    for (size_t i = 0; i < set->count; i++)
+        free(set->regs[i].delivered);
+    free(set->regs);
+    free(set);
+}
+
+/* Called with the write lock held (last nvmlShutdown). */
+static void free_event_sets(void)
+{
+    pthread_mutex_lock(&g_ev_lock);
+    while (g_sets != NULL) {
+        struct nvmlEventSet_st *next = g_sets->next;
+
+        free_set(g_sets);
+        g_sets = next;
+    }
+    pthread_mutex_unlock(&g_ev_lock);
+}
+
+/* Whether set is a live event set (g_ev_lock held). */
+static int set_ok(nvmlEventSet_t set)
+{
+    for (struct nvmlEventSet_st *s = g_sets; s != NULL; s = s->next)
+        if (s == set)
+            return 1;
+    return 0;
+}
+
+static nvmlReturn_t set_create(nvmlEventSet_t *set)
+{
+    struct nvmlEventSet_st *s;
+    nvmlReturn_t rc;
+
+    if (set == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = injected(NULL, "nvmlEventSetCreate");
+    if (rc != NVML_SUCCESS)
+        return rc;
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NVML_ERROR_MEMORY;
+    pthread_mutex_lock(&g_ev_lock);
+    s->next = g_sets;
+    g_sets = s;
+    pthread_mutex_unlock(&g_ev_lock);
+    *set = s;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
+{
+    LOCKED(set_create(set));
+}
+
+static nvmlReturn_t set_free(nvmlEventSet_t set)
+{
+    nvmlReturn_t rc = NVML_ERROR_INVALID_ARGUMENT;
+
+    pthread_mutex_lock(&g_ev_lock);
+    for (struct nvmlEventSet_st **p = &g_sets; *p != NULL; p = &(*p)->next) {
+        if (*p == set) {
+            rc = injected(NULL, "nvmlEventSetFree");
+            if (rc == NVML_SUCCESS) {
+                *p = set->next;
+                free_set(set);
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_ev_lock);
+    return rc;
+}
+
+API nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
+{
+    LOCKED(set_free(set));
+}
+
+static nvmlReturn_t supported_events(nvmlDevice_t h, unsigned long long *types)
+{
+    DEV_PROLOGUE(h, types, "nvmlDeviceGetSupportedEventTypes");
+    if (h->is_mig)
+        return NVML_ERROR_NOT_SUPPORTED;   /* this fake's choice: events are registered on the GPU */
+    *types = h->event_types;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes)
+{
+    LOCKED(supported_events(device, eventTypes));
+}
+
+static nvmlReturn_t register_events(nvmlDevice_t h, unsigned long long types, nvmlEventSet_t set)
+{
+    struct ev_reg *reg = NULL;
+    nvmlReturn_t rc = NVML_SUCCESS;
+
+    if (!handle_ok(h))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&g_ev_lock);
+    if (!set_ok(set))
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    if (rc == NVML_SUCCESS)
+        rc = injected(h, "nvmlDeviceRegisterEvents");
+    if (rc == NVML_SUCCESS && (h->is_mig || (types & ~h->event_types) != 0))
+        rc = NVML_ERROR_NOT_SUPPORTED;   /* a type the GPU does not support, as NVML answers */
+    for (size_t i = 0; rc == NVML_SUCCESS && i < set->count; i++)
+        if (set->regs[i].dev == h)
+            reg = &set->regs[i];
+    if (rc == NVML_SUCCESS && reg == NULL) {
+        struct ev_reg *grown = realloc(set->regs, (set->count + 1) * sizeof(*set->regs));
+
+        if (grown == NULL) {
+            rc = NVML_ERROR_MEMORY;
+        } else {
+            set->regs = grown;
+            reg = &set->regs[set->count];
+            memset(reg, 0, sizeof(*reg));
+            reg->dev = h;
+            reg->delivered = calloc(h->xid_count + 1, 1);
+            if (reg->delivered == NULL)
+                rc = NVML_ERROR_MEMORY;
+            else
+                set->count++;
+        }
+    }
+    if (rc == NVML_SUCCESS) {
+        if ((types & nvmlEventTypeXidCriticalError) && !(reg->mask & nvmlEventTypeXidCriticalError))
+            reg->since_ms = now_ms();   /* scheduled XIDs count from here */
+        reg->mask |= types;
+    }
+    pthread_mutex_unlock(&g_ev_lock);
+    return rc;
+}
+
+API nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set)
+{
+    LOCKED(register_events(device, eventTypes, set));
+}
+
+/*
+ * The next scheduled XID of the set: delivered into data when due by now (returns SUCCESS), else the time it is due
+ * (*due, NOT_FOUND), or nothing at all (*due = 0, NOT_FOUND). g_ev_lock held.
+ */
+static nvmlReturn_t next_event(struct nvmlEventSet_st *set, nvmlEventData_t *data, unsigned long long now,
+                               unsigned long long *due)
+{
+    struct ev_reg *best_reg = NULL;
+    size_t best = 0;
+    unsigned long long best_at = 0;
+
+    for (size_t i = 0; i < set->count; i++) {
+        struct ev_reg *reg = &set->regs[i];
+
+        if (!(reg->mask & nvmlEventTypeXidCriticalError))
+            continue;
+        for (size_t k = 0; k < reg->dev->xid_count; k++) {
+            unsigned long long at = reg->since_ms + reg->dev->xids[k].after_ms;
+
+            if (!reg->delivered[k] && (best_reg == NULL || at < best_at)) {
+                best_reg = reg;
+                best = k;
+                best_at = at;
+            }
+        }
+    }
+    *due = best_reg != NULL ? best_at : 0;
+    if (best_reg == NULL || best_at > now)
+        return NVML_ERROR_NOT_FOUND;
+    best_reg->delivered[best] = 1;
+    data->device = best_reg->dev;
+    data->eventType = nvmlEventTypeXidCriticalError;
+    data->eventData = best_reg->dev->xids[best].xid;
+    data->gpuInstanceId = best_reg->dev->xids[best].gi_id;
+    data->computeInstanceId = best_reg->dev->xids[best].ci_id;
+    return NVML_SUCCESS;
+}
+
+/*
+ * Wait up to timeoutms for the next event, as NVML does: NVML_ERROR_TIMEOUT when none comes. The locks are let go
+ * while sleeping (a shutdown from another thread is not held up), and the set is looked up again after each sleep.
+ */
+static nvmlReturn_t set_wait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms, const char *fn)
+{
+    unsigned long long deadline = now_ms() + timeoutms;
+
+    if (data == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (;;) {
+        unsigned long long now = now_ms(), due = 0, until;
+        nvmlReturn_t rc;
+        struct timespec ts;
+
+        pthread_rwlock_rdlock(&g_lock);
+        if (g_refcount == 0) {
+            pthread_rwlock_unlock(&g_lock);
+            return NVML_ERROR_UNINITIALIZED;
+        }
+        pthread_mutex_lock(&g_ev_lock);
+        if (!set_ok(set))
+            rc = NVML_ERROR_INVALID_ARGUMENT;
+        else if ((rc = injected(NULL, fn)) == NVML_SUCCESS)
+            rc = next_event(set, data, now, &due);
+        pthread_mutex_unlock(&g_ev_lock);
+        pthread_rwlock_unlock(&g_lock);
+        if (rc != NVML_ERROR_NOT_FOUND)
+            return rc;
+        if (now >= deadline)
+            return NVML_ERROR_TIMEOUT;
+        until = (due != 0 && due < deadline) ? due : deadline;
+        ts.tv_sec = (time_t)((until - now) / 1000ULL);
+        ts.tv_nsec = (long)(((until - now) % 1000ULL) * 1000000ULL);
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+}
+
+API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
+{
+    return set_wait(set, data, timeoutms, "nvmlEventSetWait_v2");
+}
+
+API nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
+{
+    return set_wait(set, data, timeoutms, "nvmlEventSetWait");
 }

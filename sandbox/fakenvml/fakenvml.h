@@ -21,6 +21,14 @@ struct fake_errs {
     size_t count;
 };
 
+/* One XID event a profile schedules on a GPU: delivered once to each event set the GPU registered
+ * nvmlEventTypeXidCriticalError with, after_ms after that registration. */
+struct fake_xid {
+    unsigned long long xid;
+    unsigned long long after_ms;
+    unsigned int gi_id, ci_id;      /* 0xFFFFFFFF: the whole GPU */
+};
+
 /*
  * A GPU or a MIG device. The handle given to callers (nvmlDevice_t) is a
  * pointer to one of these, inside one array that lives from nvmlInit to the
@@ -52,6 +60,10 @@ struct nvmlDevice_st {
     char mig_profile[FAKE_STR_MAX];
     unsigned int gi_slices, ci_slices, gi_id, ci_id;
     unsigned int copy_engines, decoders, encoders, jpegs, ofas;
+    /* events (GPUs only) */
+    unsigned long long event_types;  /* nvmlDeviceGetSupportedEventTypes */
+    struct fake_xid *xids;
+    size_t xid_count;
     struct fake_errs errors;
 };
 

@@ -58,6 +58,10 @@ typedef unsigned int nvmlEnableState_t;
 
 /* _nvmlBrandType_t = c_uint, NVML_BRAND_* */
 typedef unsigned int nvmlBrandType_t;
+#define NVML_BRAND_GEFORCE 5u
+#define NVML_BRAND_TITAN 6u
+#define NVML_BRAND_GEFORCE_RTX 15u
+#define NVML_BRAND_TITAN_RTX 16u
 
 /* _nvmlDeviceArchitecture_t = c_uint, NVML_DEVICE_ARCH_* */
 typedef unsigned int nvmlDeviceArchitecture_t;
@@ -143,11 +147,33 @@ typedef struct nvmlDeviceAttributes_st {
     unsigned long long memorySizeMB;
 } nvmlDeviceAttributes_t;
 
+/* nvmlEventType* (pynvml module constants): bits of an event mask */
+#define nvmlEventTypeSingleBitEccError 0x0000000000000001ULL
+#define nvmlEventTypeDoubleBitEccError 0x0000000000000002ULL
+#define nvmlEventTypePState 0x0000000000000004ULL
+#define nvmlEventTypeXidCriticalError 0x0000000000000008ULL
+#define nvmlEventTypeClock 0x0000000000000010ULL
+#define nvmlEventTypePowerSourceChange 0x0000000000000080ULL
+#define nvmlEventMigConfigChange 0x0000000000000100ULL
+
+/* c_nvmlEventSet_t = POINTER(struct_c_nvmlEventSet_t): opaque */
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
+
+/* c_nvmlEventData_t */
+typedef struct nvmlEventData_st {
+    nvmlDevice_t device;
+    unsigned long long eventType;
+    unsigned long long eventData;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlEventData_t;
+
 _Static_assert(sizeof(nvmlMemory_t) == 24, "pynvml.c_nvmlMemory_t");
 _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "pynvml.c_nvmlMemory_v2_t");
 _Static_assert(sizeof(nvmlPciInfo_v2_t) == 52, "pynvml.nvmlPciInfo_v2_t");
 _Static_assert(sizeof(nvmlPciInfo_t) == 68, "pynvml.nvmlPciInfo_t");
 _Static_assert(sizeof(nvmlDeviceAttributes_t) == 40, "pynvml.c_nvmlDeviceAttributes");
+_Static_assert(sizeof(nvmlEventData_t) == 32, "pynvml.c_nvmlEventData_t");
 _Static_assert((nvmlMemory_v2 & 0xffffffu) == sizeof(nvmlMemory_v2_t), "nvmlMemory_v2 encodes the struct size");
 
 #endif /* FAKENVML_NVML_ABI_H */

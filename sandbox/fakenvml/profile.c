@@ -108,7 +108,21 @@ static const char *const top_keys[] = {
 static const char *const device_keys[] = {
     "name", "uuid", "serial", "pci_bus_id", "pci_device_id", "pci_subsystem_id", "memory_total_mib",
     "compute_capability", "architecture", "brand", "persistence_mode", "minor_number",
-    "multiprocessor_count", "mig", "errors", NULL,
+    "multiprocessor_count", "event_types", "xid_events", "mig", "errors", NULL,
+};
+static const char *const xid_keys[] = {
+    "xid", "after_ms", "gpu_instance_id", "compute_instance_id", NULL,
+};
+/* nvmlEventType* bits by the names profiles use */
+static const struct name_value event_names[] = {
+    {"single_bit_ecc", (unsigned int)nvmlEventTypeSingleBitEccError},
+    {"double_bit_ecc", (unsigned int)nvmlEventTypeDoubleBitEccError},
+    {"pstate", (unsigned int)nvmlEventTypePState},
+    {"xid_critical", (unsigned int)nvmlEventTypeXidCriticalError},
+    {"clock", (unsigned int)nvmlEventTypeClock},
+    {"power_source_change", (unsigned int)nvmlEventTypePowerSourceChange},
+    {"mig_config_change", (unsigned int)nvmlEventMigConfigChange},
+    {NULL, 0},
 };
 static const char *const mig_keys[] = {
     "capable", "current", "pending", "max_devices", "devices", NULL,
@@ -542,6 +556,98 @@ static int parse_mig(struct ctx *c, json_t *dev, const char *base, struct nvmlDe
     return 1;
 }
 
+/* The event types a GPU supports when its profile does not say: ECC events only where the board has ECC (not the
+ * GeForce and TITAN brands). */
+static unsigned long long default_event_types(nvmlBrandType_t brand)
+{
+    unsigned long long types = nvmlEventTypePState | nvmlEventTypeXidCriticalError | nvmlEventTypeClock;
+
+    if (brand != NVML_BRAND_GEFORCE && brand != NVML_BRAND_TITAN && brand != NVML_BRAND_GEFORCE_RTX
+        && brand != NVML_BRAND_TITAN_RTX)
+        types |= nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError;
+    return types;
+}
+
+static int parse_event_types(struct ctx *c, json_t *obj, const char *base, struct nvmlDevice_st *d)
+{
+    char path[PATH_MAX_LEN];
+    char epath[PATH_MAX_LEN + 24];
+    char choices[FAKE_MSG_MAX / 2] = "";
+    json_t *list, *v;
+    size_t i;
+    int r = member(c, obj, base, "event_types", 0, &list, path);
+
+    if (r <= 0) {
+        d->event_types = default_event_types(d->brand);
+        return r;
+    }
+    if (!json_is_array(list))
+        return fail(c, path, "expected an array");
+    for (const struct name_value *nv = event_names; nv->name; nv++) {
+        if (choices[0])
+            strncat(choices, ", ", sizeof(choices) - strlen(choices) - 1);
+        strncat(choices, nv->name, sizeof(choices) - strlen(choices) - 1);
+    }
+    d->event_types = 0;
+    json_array_foreach(list, i, v) {
+        const struct name_value *nv;
+
+        snprintf(epath, sizeof(epath), "%s[%zu]", path, i);
+        if (!json_is_string(v))
+            return fail(c, epath, "expected a string");
+        for (nv = event_names; nv->name && strcmp(nv->name, json_string_value(v)) != 0; nv++)
+            ;
+        if (nv->name == NULL)
+            return fail(c, epath, "unknown event type '%s' (one of: %s)", json_string_value(v), choices);
+        d->event_types |= nv->value;
+    }
+    return 1;
+}
+
+static int parse_xid_events(struct ctx *c, json_t *obj, const char *base, struct nvmlDevice_st *d)
+{
+    char path[PATH_MAX_LEN];
+    char ebase[PATH_MAX_LEN + 24];
+    json_t *list, *v;
+    size_t i;
+    long long n;
+    int r = member(c, obj, base, "xid_events", 0, &list, path);
+
+    if (r <= 0)
+        return r;
+    if (!json_is_array(list))
+        return fail(c, path, "expected an array");
+    d->xids = calloc(json_array_size(list) + 1, sizeof(*d->xids));
+    if (d->xids == NULL)
+        return fail(c, path, "out of memory");
+    json_array_foreach(list, i, v) {
+        struct fake_xid *x = &d->xids[i];
+
+        snprintf(ebase, sizeof(ebase), "%s[%zu]", path, i);
+        if (!json_is_object(v))
+            return fail(c, ebase, "expected an object");
+        if (check_keys(c, v, ebase, xid_keys) < 0)
+            return -1;
+        if (get_int(c, v, ebase, "xid", 1, 1, 65535, &n) < 0)
+            return -1;
+        x->xid = (unsigned long long)n;
+        n = 0;
+        if (get_int(c, v, ebase, "after_ms", 0, 0, 86400000, &n) < 0)
+            return -1;
+        x->after_ms = (unsigned long long)n;
+        n = 0xFFFFFFFFLL;
+        if (get_int(c, v, ebase, "gpu_instance_id", 0, 0, 65535, &n) < 0)
+            return -1;
+        x->gi_id = (unsigned int)n;
+        n = 0xFFFFFFFFLL;
+        if (get_int(c, v, ebase, "compute_instance_id", 0, 0, 65535, &n) < 0)
+            return -1;
+        x->ci_id = (unsigned int)n;
+        d->xid_count = i + 1;
+    }
+    return 1;
+}
+
 static int parse_device(struct ctx *c, json_t *obj, const char *base, unsigned int index,
                         struct nvmlDevice_st *d, struct nvmlDevice_st *next_free, unsigned int *mig_used)
 {
@@ -593,6 +699,10 @@ static int parse_device(struct ctx *c, json_t *obj, const char *base, unsigned i
     if (get_int(c, obj, base, "multiprocessor_count", 0, 0, 65535, &v) < 0)
         return -1;
     d->multiprocessor_count = (unsigned int)v;
+    if (parse_event_types(c, obj, base, d) < 0)
+        return -1;
+    if (parse_xid_events(c, obj, base, d) < 0)
+        return -1;
     if (parse_errors(c, obj, base, 1, &d->errors) < 0)
         return -1;
     return parse_mig(c, obj, base, d, next_free, mig_used) < 0 ? -1 : 0;
@@ -678,8 +788,10 @@ void fake_profile_free(struct fake_profile *p)
         return;
     free_errs(&p->errors);
     if (p->devs) {
-        for (unsigned int i = 0; i < p->dev_count; i++)
+        for (unsigned int i = 0; i < p->dev_count; i++) {
             free_errs(&p->devs[i].errors);
+            free(p->devs[i].xids);
+        }
         free(p->devs);
     }
     free(p);

@@ -399,6 +399,12 @@ BROKEN = [
                               'devices': [{k: v for k, v in MIG_DEVICE.items() if k != 'memory_mib'}]}})),
     ('devices[0].mig.devices[1].uuid', 'duplicate of devices[0].mig.devices[0].uuid',
      _profile(device={'mig': {'capable': True, 'current': True, 'devices': [MIG_DEVICE, dict(MIG_DEVICE, gpu_instance_id=8)]}})),
+    ('devices[0].event_types', 'expected an array', _profile(device={'event_types': 'xid_critical'})),
+    ('devices[0].event_types[1]', "unknown event type 'xid'", _profile(device={'event_types': ['pstate', 'xid']})),
+    ('devices[0].xid_events[0].xid', 'missing required field', _profile(device={'xid_events': [{'after_ms': 5}]})),
+    ('devices[0].xid_events[0].after_ms', 'must be between 0 and 86400000',
+     _profile(device={'xid_events': [{'xid': 79, 'after_ms': -1}]})),
+    ('devices[0].xid_events[0].when', 'unknown field', _profile(device={'xid_events': [{'xid': 79, 'when': 0}]})),
     ('devices[1].uuid', 'duplicate of devices[0].uuid',
      dict(_profile(), devices=[_profile()['devices'][0], dict(_profile()['devices'][0], pci_bus_id='00000000:5E:00.0')])),
 ]
@@ -685,3 +691,105 @@ def test_check_profiles_rejects_malformed_with_one_line(tmp_path):
     assert lines[0].startswith('%s: line 4 column ' % (FIXTURES_DIR / 'malformed.json'))
     assert lines[1] == '%s: devices[0].memory_total_mib: expected an integer' % wrong
     assert proc.stdout.strip() == 'check_profiles: 1 of 3 profiles valid'
+
+
+# --- events: what NVIDIA's device plugin calls for its health checks (internal/rm/health.go: EventSetCreate,
+# GetSupportedEventTypes, RegisterEvents with XID critical and ECC errors, EventSetWait, EventSetFree)
+
+EVENTS_PROFILE = {
+    'driver_version': '535.183.01', 'cuda_driver_version': 12020,
+    'devices': [
+        {'name': 'Tesla T4', 'uuid': 'GPU-11111111-2222-3333-4444-555555555555', 'pci_bus_id': '00000000:3B:00.0',
+         'pci_device_id': '0x1EB810DE', 'memory_total_mib': 15109, 'compute_capability': '7.5',
+         'architecture': 'turing', 'brand': 'tesla',
+         'xid_events': [{'xid': 79}, {'xid': 48, 'after_ms': 400}]},
+        {'name': 'NVIDIA GeForce RTX 3090', 'uuid': 'GPU-66666666-2222-3333-4444-555555555555',
+         'pci_bus_id': '00000000:5E:00.0', 'pci_device_id': '0x220410DE', 'memory_total_mib': 24576,
+         'compute_capability': '8.6', 'architecture': 'ampere', 'brand': 'geforce_rtx',
+         'xid_events': [{'xid': 13, 'gpu_instance_id': 1, 'compute_instance_id': 0}]},
+        {'name': 'Tesla T4', 'uuid': 'GPU-77777777-2222-3333-4444-555555555555', 'pci_bus_id': '00000000:86:00.0',
+         'pci_device_id': '0x1EB810DE', 'memory_total_mib': 15109, 'compute_capability': '7.5',
+         'architecture': 'turing', 'brand': 'tesla', 'event_types': ['pstate'],
+         'errors': {'nvmlDeviceRegisterEvents': 'GPU_IS_LOST'}},
+    ],
+}
+
+
+def test_events_deliver_scheduled_xids_as_the_device_plugin_waits_for_them(nvml, tmp_path):
+    target = tmp_path / 'events.json'
+    target.write_text(json.dumps(EVENTS_PROFILE), encoding='utf-8')
+    code = textwrap.dedent('''
+        import json, pynvml
+        out = {}
+        def name(exc):
+            return type(exc).__name__
+        def event(data):
+            return [pynvml.nvmlDeviceGetUUID(data.device), data.eventType, data.eventData, data.gpuInstanceId,
+                    data.computeInstanceId]
+        pynvml.nvmlInit()
+        gpus = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(3)]
+        out['supported'] = [pynvml.nvmlDeviceGetSupportedEventTypes(g) for g in gpus]
+        mask = (pynvml.nvmlEventTypeXidCriticalError | pynvml.nvmlEventTypeDoubleBitEccError
+                | pynvml.nvmlEventTypeSingleBitEccError)
+        events = pynvml.nvmlEventSetCreate()
+        pynvml.nvmlDeviceRegisterEvents(gpus[0], mask & out['supported'][0], events)
+        try:
+            pynvml.nvmlDeviceRegisterEvents(gpus[1], mask, events)  # no ECC events on a GeForce board
+        except pynvml.NVMLError as exc:
+            out['unsupported'] = name(exc)
+        pynvml.nvmlDeviceRegisterEvents(gpus[1], mask & out['supported'][1], events)
+        try:
+            pynvml.nvmlDeviceRegisterEvents(gpus[2], pynvml.nvmlEventTypePState, events)
+        except pynvml.NVMLError as exc:
+            out['injected'] = name(exc)
+        out['first'] = event(pynvml.nvmlEventSetWait_v2(events, 1000))
+        out['second'] = event(pynvml.nvmlEventSetWait(events, 1000))
+        try:
+            pynvml.nvmlEventSetWait_v2(events, 50)  # the next one is due 400 ms after registration
+        except pynvml.NVMLError as exc:
+            out['early'] = name(exc)
+        out['third'] = event(pynvml.nvmlEventSetWait_v2(events, 5000))
+        try:
+            pynvml.nvmlEventSetWait_v2(events, 0)
+        except pynvml.NVMLError as exc:
+            out['drained'] = name(exc)
+        other = pynvml.nvmlEventSetCreate()
+        pynvml.nvmlDeviceRegisterEvents(gpus[0], pynvml.nvmlEventTypeXidCriticalError, other)
+        out['other_set'] = event(pynvml.nvmlEventSetWait_v2(other, 1000))  # each set gets every event once
+        pynvml.nvmlEventSetFree(events)
+        try:
+            pynvml.nvmlEventSetFree(events)
+        except pynvml.NVMLError as exc:
+            out['freed_twice'] = name(exc)
+        pynvml.nvmlShutdown()
+        pynvml.nvmlInit()
+        try:
+            pynvml.nvmlEventSetWait_v2(other, 0)  # the last shutdown ended every set
+        except pynvml.NVMLError as exc:
+            out['after_shutdown'] = name(exc)
+        print(json.dumps(out))
+    ''')
+    seen = nvml.json(target, code)
+    t4, rtx = EVENTS_PROFILE['devices'][0]['uuid'], EVENTS_PROFILE['devices'][1]['uuid']
+    assert seen['supported'] == [0x1f, 0x1c, 0x4]  # ECC events where the board has ECC; the profile's own list
+    assert seen['unsupported'] == 'NVMLError_NotSupported' and seen['injected'] == 'NVMLError_GpuIsLost'
+    whole = 0xFFFFFFFF
+    assert seen['first'] == [t4, 8, 79, whole, whole]
+    assert seen['second'] == [rtx, 8, 13, 1, 0]
+    assert seen['early'] == 'NVMLError_Timeout' and seen['drained'] == 'NVMLError_Timeout'
+    assert seen['third'] == [t4, 8, 48, whole, whole]
+    assert seen['other_set'] == [t4, 8, 79, whole, whole]
+    assert seen['freed_twice'] == 'NVMLError_InvalidArgument' and seen['after_shutdown'] == 'NVMLError_InvalidArgument'
+
+
+def test_mig_handles_register_no_events(nvml):
+    code = textwrap.dedent('''
+        import json, pynvml
+        pynvml.nvmlInit()
+        mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(pynvml.nvmlDeviceGetHandleByIndex(0), 0)
+        try:
+            pynvml.nvmlDeviceGetSupportedEventTypes(mig)
+        except pynvml.NVMLError as exc:
+            print(json.dumps(type(exc).__name__))
+    ''')
+    assert nvml.json(PROFILES_DIR / 'a100x8-mig-mixed.json', code) == 'NVMLError_NotSupported'
