@@ -44,7 +44,12 @@ EVENT_TYPES = ['single_bit_ecc', 'double_bit_ecc', 'pstate', 'xid_critical', 'cl
 MIG_KEYS = ['capable', 'current', 'pending', 'max_devices', 'devices']
 MIG_DEVICE_KEYS = ['uuid', 'profile', 'gpu_instance_slices', 'compute_instance_slices', 'memory_mib',
                    'multiprocessor_count', 'gpu_instance_id', 'compute_instance_id', 'copy_engine_count',
-                   'decoder_count', 'encoder_count', 'jpeg_count', 'ofa_count', 'errors']
+                   'decoder_count', 'encoder_count', 'jpeg_count', 'ofa_count', 'gpu_instance_profile',
+                   'compute_instance_profile', 'errors']
+# NVML_GPU_INSTANCE_PROFILE_<n>_SLICE and NVML_COMPUTE_INSTANCE_PROFILE_<n>_SLICE by slice count
+SLICE_PROFILES = {1: 0x0, 2: 0x1, 3: 0x2, 4: 0x3, 6: 0x6, 7: 0x4, 8: 0x5}
+GPU_INSTANCE_PROFILE_COUNT = 0x12
+COMPUTE_INSTANCE_PROFILE_COUNT = 0x9
 
 UUID_TAIL = r'[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}'
 BUS_ID_RE = re.compile(r'([0-9A-Fa-f]{8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.([0-9A-Fa-f])')
@@ -177,14 +182,19 @@ def _mig_device(obj, base, parent_name, known):
     if len(('%s MIG %s' % (parent_name, profile)).encode('utf-8')) >= STR_MAX:
         raise ProfileError(_join(base, 'profile'),
                            "MIG device name '<GPU name> MIG <profile>' longer than %d characters" % (STR_MAX - 1))
-    _integer(obj, base, 'gpu_instance_slices', True, 1, 8)
-    _integer(obj, base, 'compute_instance_slices', True, 1, 8)
+    gi_slices = _integer(obj, base, 'gpu_instance_slices', True, 1, 8)
+    ci_slices = _integer(obj, base, 'compute_instance_slices', True, 1, 8)
     _integer(obj, base, 'memory_mib', True, 1, MEMORY_MAX)
     _integer(obj, base, 'multiprocessor_count', True, 0, 65535)
     gi_id = _integer(obj, base, 'gpu_instance_id', True, 0, 65535)
     ci_id = _integer(obj, base, 'compute_instance_id', True, 0, 65535)
     for key in ('copy_engine_count', 'decoder_count', 'encoder_count', 'jpeg_count', 'ofa_count'):
         _integer(obj, base, key, False, 0, 64)
+    for key, slices, count, what in (('gpu_instance_profile', gi_slices, GPU_INSTANCE_PROFILE_COUNT, 'GPU'),
+                                     ('compute_instance_profile', ci_slices, COMPUTE_INSTANCE_PROFILE_COUNT, 'COMPUTE')):
+        if _integer(obj, base, key, False, 0, count - 1) is None and slices not in SLICE_PROFILES:
+            raise ProfileError(_join(base, key), 'required when %s_slices is %d (no NVML_%s_INSTANCE_PROFILE_%d_SLICE)'
+                               % (key.replace('_profile', ''), slices, what, slices))
     _errors(obj, base, True, known)
     return {'uuid': uuid, 'gi_id': gi_id, 'ci_id': ci_id}
 

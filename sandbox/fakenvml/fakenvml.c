@@ -71,6 +71,12 @@ const char *const fake_api_names[] = {
     "nvmlEventSetWait_v2",
     "nvmlDeviceGetSupportedEventTypes",
     "nvmlDeviceRegisterEvents",
+    "nvmlDeviceGetGpuInstanceProfileInfo",
+    "nvmlDeviceGetGpuInstanceById",
+    "nvmlGpuInstanceGetInfo",
+    "nvmlGpuInstanceGetComputeInstanceById",
+    "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+    "nvmlComputeInstanceGetInfo_v2",
     NULL,
 };
 /* END fake_api_names */
@@ -1035,4 +1041,220 @@ API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, 
 API nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
 {
     return set_wait(set, data, timeoutms, "nvmlEventSetWait");
+}
+
+/* ----------------------------------------------------- GPU and compute instances */
+
+/*
+ * What go-nvlib reads to name a MIG device the way NVIDIA's device plugin and GFD do (go-nvlib
+ * pkg/nvlib/device/mig_device.go, GetProfile): the GPU instance and compute instance behind the MIG device, their
+ * profile ids, and the profile constants whose info carries those ids. A compute instance handle is the MIG
+ * device's own entry; a GPU instance handle is the entry of the first MIG device of that GPU instance (whose
+ * gpu_instance_slices and gpu_instance_profile stand for the instance). Placements start at 0.
+ */
+
+/* The profile id NVML reports for a GPU instance profile constant: nvidia-smi's ids on A100 and H100 (7g 0, 4g 5,
+ * 3g 9, 2g 14, 1g.20gb 15, 1g 19, 1g+me 20); other constants get 100 + the constant (this fake's). */
+static unsigned int gi_profile_id(unsigned int profile)
+{
+    switch (profile) {
+    case 0x4: return 0;
+    case 0x3: return 5;
+    case 0x2: return 9;
+    case 0x1: return 14;
+    case 0x9: return 15;
+    case 0x0: return 19;
+    case 0x7: return 20;
+    default: return 100 + profile;
+    }
+}
+
+static const unsigned int ci_slices_of_profile[NVML_COMPUTE_INSTANCE_PROFILE_COUNT] = {1, 2, 3, 4, 7, 8, 6, 1, 7};
+
+/* The first MIG device of GPU instance gi_id under GPU g, or NULL. */
+static struct nvmlDevice_st *gi_head(const struct nvmlDevice_st *g, unsigned int gi_id)
+{
+    for (unsigned int i = 0; i < g->mig_count; i++)
+        if (g->mig_first[i].gi_id == gi_id)
+            return &g->mig_first[i];
+    return NULL;
+}
+
+static int gi_ok(nvmlGpuInstance_t gi)
+{
+    struct nvmlDevice_st *d = (struct nvmlDevice_st *)gi;
+
+    return handle_ok(d) && d->is_mig && gi_head(d->parent, d->gi_id) == d;
+}
+
+static int ci_ok(nvmlComputeInstance_t ci)
+{
+    struct nvmlDevice_st *d = (struct nvmlDevice_st *)ci;
+
+    return handle_ok(d) && d->is_mig;
+}
+
+static nvmlReturn_t gi_profile_info(nvmlDevice_t h, unsigned int profile, nvmlGpuInstanceProfileInfo_t *info)
+{
+    const struct nvmlDevice_st *m = NULL;
+
+    DEV_PROLOGUE(h, info, "nvmlDeviceGetGpuInstanceProfileInfo");
+    if (h->is_mig || profile >= NVML_GPU_INSTANCE_PROFILE_COUNT)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!h->mig_capable)
+        return NVML_ERROR_NOT_SUPPORTED;
+    for (unsigned int i = 0; m == NULL && i < h->mig_count; i++)
+        if (h->mig_first[i].gi_profile == profile)
+            m = gi_head(h, h->mig_first[i].gi_id);
+    if (m == NULL)
+        return NVML_ERROR_NOT_SUPPORTED;   /* this fake knows the profiles of the instances its profile lists */
+    memset(info, 0, sizeof(*info));
+    info->id = gi_profile_id(profile);
+    info->sliceCount = m->gi_slices;
+    info->instanceCount = h->mig_max_devices / m->gi_slices;
+    info->multiprocessorCount = m->multiprocessor_count * m->gi_slices / m->ci_slices;
+    info->copyEngineCount = m->copy_engines;
+    info->decoderCount = m->decoders;
+    info->encoderCount = m->encoders;
+    info->jpegCount = m->jpegs;
+    info->ofaCount = m->ofas;
+    info->memorySizeMB = m->memory_total_mib;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
+                                                     nvmlGpuInstanceProfileInfo_t *info)
+{
+    LOCKED(gi_profile_info(device, profile, info));
+}
+
+static nvmlReturn_t gi_by_id(nvmlDevice_t h, unsigned int id, nvmlGpuInstance_t *gi)
+{
+    struct nvmlDevice_st *m;
+
+    DEV_PROLOGUE(h, gi, "nvmlDeviceGetGpuInstanceById");
+    if (h->is_mig)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!h->mig_capable || !h->mig_current)
+        return NVML_ERROR_NOT_SUPPORTED;
+    m = gi_head(h, id);
+    if (m == NULL)
+        return NVML_ERROR_NOT_FOUND;
+    *gi = (nvmlGpuInstance_t)m;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t *gpuInstance)
+{
+    LOCKED(gi_by_id(device, id, gpuInstance));
+}
+
+static nvmlReturn_t gi_info(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t *info)
+{
+    struct nvmlDevice_st *m = (struct nvmlDevice_st *)gi;
+    nvmlReturn_t rc;
+
+    if (!gi_ok(gi) || info == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = injected(m->parent, "nvmlGpuInstanceGetInfo");
+    if (rc != NVML_SUCCESS)
+        return rc;
+    memset(info, 0, sizeof(*info));
+    info->device = m->parent;
+    info->id = m->gi_id;
+    info->profileId = gi_profile_id(m->gi_profile);
+    info->placement.size = m->gi_slices;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t *info)
+{
+    LOCKED(gi_info(gpuInstance, info));
+}
+
+static nvmlReturn_t ci_by_id(nvmlGpuInstance_t gi, unsigned int id, nvmlComputeInstance_t *ci)
+{
+    struct nvmlDevice_st *head = (struct nvmlDevice_st *)gi;
+    struct nvmlDevice_st *g;
+    nvmlReturn_t rc;
+
+    if (!gi_ok(gi) || ci == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    g = head->parent;
+    rc = injected(g, "nvmlGpuInstanceGetComputeInstanceById");
+    if (rc != NVML_SUCCESS)
+        return rc;
+    for (unsigned int i = 0; i < g->mig_count; i++) {
+        if (g->mig_first[i].gi_id == head->gi_id && g->mig_first[i].ci_id == id) {
+            *ci = (nvmlComputeInstance_t)&g->mig_first[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpuInstance, unsigned int id,
+                                                       nvmlComputeInstance_t *computeInstance)
+{
+    LOCKED(ci_by_id(gpuInstance, id, computeInstance));
+}
+
+static nvmlReturn_t ci_profile_info(nvmlGpuInstance_t gi, unsigned int profile, unsigned int engine,
+                                    nvmlComputeInstanceProfileInfo_t *info)
+{
+    struct nvmlDevice_st *head = (struct nvmlDevice_st *)gi;
+    unsigned int slices, gi_sms;
+    nvmlReturn_t rc;
+
+    if (!gi_ok(gi) || info == NULL || profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = injected(head->parent, "nvmlGpuInstanceGetComputeInstanceProfileInfo");
+    if (rc != NVML_SUCCESS)
+        return rc;
+    slices = ci_slices_of_profile[profile];
+    if (engine != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED || slices > head->gi_slices)
+        return NVML_ERROR_NOT_SUPPORTED;   /* a compute instance fits in its GPU instance */
+    gi_sms = head->multiprocessor_count * head->gi_slices / head->ci_slices;
+    memset(info, 0, sizeof(*info));
+    info->id = profile;
+    info->sliceCount = slices;
+    info->instanceCount = head->gi_slices / slices;
+    info->multiprocessorCount = gi_sms * slices / head->gi_slices;
+    info->sharedCopyEngineCount = head->copy_engines;
+    info->sharedDecoderCount = head->decoders;
+    info->sharedEncoderCount = head->encoders;
+    info->sharedJpegCount = head->jpegs;
+    info->sharedOfaCount = head->ofas;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gpuInstance, unsigned int profile,
+                                                              unsigned int engProfile,
+                                                              nvmlComputeInstanceProfileInfo_t *info)
+{
+    LOCKED(ci_profile_info(gpuInstance, profile, engProfile, info));
+}
+
+static nvmlReturn_t ci_info(nvmlComputeInstance_t ci, nvmlComputeInstanceInfo_t *info)
+{
+    struct nvmlDevice_st *m = (struct nvmlDevice_st *)ci;
+    nvmlReturn_t rc;
+
+    if (!ci_ok(ci) || info == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = injected(m->parent, "nvmlComputeInstanceGetInfo_v2");
+    if (rc != NVML_SUCCESS)
+        return rc;
+    memset(info, 0, sizeof(*info));
+    info->device = m->parent;
+    info->gpuInstance = (nvmlGpuInstance_t)gi_head(m->parent, m->gi_id);
+    info->id = m->ci_id;
+    info->profileId = m->ci_profile;
+    info->placement.size = m->ci_slices;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance, nvmlComputeInstanceInfo_t *info)
+{
+    LOCKED(ci_info(computeInstance, info));
 }

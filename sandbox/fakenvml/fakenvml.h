@@ -59,6 +59,7 @@ struct nvmlDevice_st {
     /* MIG child attributes (MIG devices only) */
     char mig_profile[FAKE_STR_MAX];
     unsigned int gi_slices, ci_slices, gi_id, ci_id;
+    unsigned int gi_profile, ci_profile;   /* NVML_GPU_INSTANCE_PROFILE_* / NVML_COMPUTE_INSTANCE_PROFILE_* */
     unsigned int copy_engines, decoders, encoders, jpegs, ofas;
     /* events (GPUs only) */
     unsigned long long event_types;  /* nvmlDeviceGetSupportedEventTypes */
@@ -76,6 +77,10 @@ struct fake_profile {
     unsigned int dev_count;          /* GPUs plus MIG devices */
     struct nvmlDevice_st *devs;
 };
+
+/* The NVML_GPU_INSTANCE_PROFILE_* / NVML_COMPUTE_INSTANCE_PROFILE_* constant of a slice count, or -1 (profile.c). */
+int fake_gi_profile_of_slices(unsigned int slices);
+int fake_ci_profile_of_slices(unsigned int slices);
 
 /* Names of the NVML functions this library exports (fakenvml.c). */
 extern const char *const fake_api_names[];

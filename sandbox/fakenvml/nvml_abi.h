@@ -168,12 +168,76 @@ typedef struct nvmlEventData_st {
     unsigned int computeInstanceId;
 } nvmlEventData_t;
 
+/* NVML_GPU_INSTANCE_PROFILE_COUNT, NVML_COMPUTE_INSTANCE_PROFILE_COUNT, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED */
+#define NVML_GPU_INSTANCE_PROFILE_COUNT 0x12u
+#define NVML_COMPUTE_INSTANCE_PROFILE_COUNT 0x9u
+#define NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED 0x0u
+
+/* c_nvmlGpuInstance_t, c_nvmlComputeInstance_t: opaque */
+typedef struct nvmlGpuInstance_st *nvmlGpuInstance_t;
+typedef struct nvmlComputeInstance_st *nvmlComputeInstance_t;
+
+/* c_nvmlGpuInstancePlacement_t, c_nvmlComputeInstancePlacement_t */
+typedef struct nvmlInstancePlacement_st {
+    unsigned int start;
+    unsigned int size;
+} nvmlInstancePlacement_t;
+
+/* c_nvmlGpuInstanceProfileInfo_t */
+typedef struct nvmlGpuInstanceProfileInfo_st {
+    unsigned int id;
+    unsigned int isP2pSupported;
+    unsigned int sliceCount;
+    unsigned int instanceCount;
+    unsigned int multiprocessorCount;
+    unsigned int copyEngineCount;
+    unsigned int decoderCount;
+    unsigned int encoderCount;
+    unsigned int jpegCount;
+    unsigned int ofaCount;
+    unsigned long long memorySizeMB;
+} nvmlGpuInstanceProfileInfo_t;
+
+/* c_nvmlGpuInstanceInfo_t */
+typedef struct nvmlGpuInstanceInfo_st {
+    nvmlDevice_t device;
+    unsigned int id;
+    unsigned int profileId;
+    nvmlInstancePlacement_t placement;
+} nvmlGpuInstanceInfo_t;
+
+/* c_nvmlComputeInstanceProfileInfo_t */
+typedef struct nvmlComputeInstanceProfileInfo_st {
+    unsigned int id;
+    unsigned int sliceCount;
+    unsigned int instanceCount;
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+} nvmlComputeInstanceProfileInfo_t;
+
+/* c_nvmlComputeInstanceInfo_t */
+typedef struct nvmlComputeInstanceInfo_st {
+    nvmlDevice_t device;
+    nvmlGpuInstance_t gpuInstance;
+    unsigned int id;
+    unsigned int profileId;
+    nvmlInstancePlacement_t placement;
+} nvmlComputeInstanceInfo_t;
+
 _Static_assert(sizeof(nvmlMemory_t) == 24, "pynvml.c_nvmlMemory_t");
 _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "pynvml.c_nvmlMemory_v2_t");
 _Static_assert(sizeof(nvmlPciInfo_v2_t) == 52, "pynvml.nvmlPciInfo_v2_t");
 _Static_assert(sizeof(nvmlPciInfo_t) == 68, "pynvml.nvmlPciInfo_t");
 _Static_assert(sizeof(nvmlDeviceAttributes_t) == 40, "pynvml.c_nvmlDeviceAttributes");
 _Static_assert(sizeof(nvmlEventData_t) == 32, "pynvml.c_nvmlEventData_t");
+_Static_assert(sizeof(nvmlGpuInstanceProfileInfo_t) == 48, "pynvml.c_nvmlGpuInstanceProfileInfo_t");
+_Static_assert(sizeof(nvmlGpuInstanceInfo_t) == 24, "pynvml.c_nvmlGpuInstanceInfo_t");
+_Static_assert(sizeof(nvmlComputeInstanceProfileInfo_t) == 36, "pynvml.c_nvmlComputeInstanceProfileInfo_t");
+_Static_assert(sizeof(nvmlComputeInstanceInfo_t) == 32, "pynvml.c_nvmlComputeInstanceInfo_t");
 _Static_assert((nvmlMemory_v2 & 0xffffffu) == sizeof(nvmlMemory_v2_t), "nvmlMemory_v2 encodes the struct size");
 
 #endif /* FAKENVML_NVML_ABI_H */

@@ -130,8 +130,22 @@ static const char *const mig_keys[] = {
 static const char *const mig_device_keys[] = {
     "uuid", "profile", "gpu_instance_slices", "compute_instance_slices", "memory_mib",
     "multiprocessor_count", "gpu_instance_id", "compute_instance_id", "copy_engine_count",
-    "decoder_count", "encoder_count", "jpeg_count", "ofa_count", "errors", NULL,
+    "decoder_count", "encoder_count", "jpeg_count", "ofa_count", "gpu_instance_profile",
+    "compute_instance_profile", "errors", NULL,
 };
+
+/* NVML_GPU_INSTANCE_PROFILE_<n>_SLICE and NVML_COMPUTE_INSTANCE_PROFILE_<n>_SLICE by slice count (pynvml constants) */
+static const int slice_profiles[9] = {-1, 0x0, 0x1, 0x2, 0x3, -1, 0x6, 0x4, 0x5};
+
+int fake_gi_profile_of_slices(unsigned int slices)
+{
+    return slices < 9 ? slice_profiles[slices] : -1;
+}
+
+int fake_ci_profile_of_slices(unsigned int slices)
+{
+    return slices < 9 ? slice_profiles[slices] : -1;
+}
 
 int fake_code_from_name(const char *name, nvmlReturn_t *code)
 {
@@ -431,6 +445,7 @@ static int parse_mig_device(struct ctx *c, json_t *obj, const char *base, struct
                             struct nvmlDevice_st *m)
 {
     long long v;
+    int r;
     char path[PATH_MAX_LEN];
 
     if (!json_is_object(obj))
@@ -486,6 +501,26 @@ static int parse_mig_device(struct ctx *c, json_t *obj, const char *base, struct
     if (get_int(c, obj, base, "ofa_count", 0, 0, 64, &v) < 0)
         return -1;
     m->ofas = (unsigned int)v;
+    v = fake_gi_profile_of_slices(m->gi_slices);
+    r = get_int(c, obj, base, "gpu_instance_profile", 0, 0, NVML_GPU_INSTANCE_PROFILE_COUNT - 1, &v);
+    if (r < 0)
+        return -1;
+    if (v < 0) {
+        join(path, base, "gpu_instance_profile");
+        return fail(c, path, "required when gpu_instance_slices is %u (no NVML_GPU_INSTANCE_PROFILE_%u_SLICE)",
+                    m->gi_slices, m->gi_slices);
+    }
+    m->gi_profile = (unsigned int)v;
+    v = fake_ci_profile_of_slices(m->ci_slices);
+    r = get_int(c, obj, base, "compute_instance_profile", 0, 0, NVML_COMPUTE_INSTANCE_PROFILE_COUNT - 1, &v);
+    if (r < 0)
+        return -1;
+    if (v < 0) {
+        join(path, base, "compute_instance_profile");
+        return fail(c, path, "required when compute_instance_slices is %u (no NVML_COMPUTE_INSTANCE_PROFILE_%u_SLICE)",
+                    m->ci_slices, m->ci_slices);
+    }
+    m->ci_profile = (unsigned int)v;
     /* parent-level identity a MIG handle reports through its GPU */
     m->architecture = parent->architecture;
     m->brand = parent->brand;

@@ -405,6 +405,10 @@ BROKEN = [
     ('devices[0].xid_events[0].after_ms', 'must be between 0 and 86400000',
      _profile(device={'xid_events': [{'xid': 79, 'after_ms': -1}]})),
     ('devices[0].xid_events[0].when', 'unknown field', _profile(device={'xid_events': [{'xid': 79, 'when': 0}]})),
+    ('devices[0].mig.devices[0].gpu_instance_profile', 'required when gpu_instance_slices is 5',
+     _profile(device={'mig': {'capable': True, 'current': True, 'devices': [dict(MIG_DEVICE, gpu_instance_slices=5)]}})),
+    ('devices[0].mig.devices[0].compute_instance_profile', 'must be between 0 and 8',
+     _profile(device={'mig': {'capable': True, 'current': True, 'devices': [dict(MIG_DEVICE, compute_instance_profile=9)]}})),
     ('devices[1].uuid', 'duplicate of devices[0].uuid',
      dict(_profile(), devices=[_profile()['devices'][0], dict(_profile()['devices'][0], pci_bus_id='00000000:5E:00.0')])),
 ]
@@ -793,3 +797,119 @@ def test_mig_handles_register_no_events(nvml):
             print(json.dumps(type(exc).__name__))
     ''')
     assert nvml.json(PROFILES_DIR / 'a100x8-mig-mixed.json', code) == 'NVMLError_NotSupported'
+
+
+# --- GPU and compute instances: what go-nvlib reads to name a MIG device as the device plugin and GFD do
+# (pkg/nvlib/device/mig_device.go, GetProfile: the instances by id, their info, then every GPU instance profile
+# constant and every compute instance profile and engine profile, matched on the profile ids)
+
+MIG_WALK = textwrap.dedent('''
+    import ctypes, json, pynvml
+    def address(handle):
+        return ctypes.cast(handle, ctypes.c_void_p).value
+    def walk(mig):
+        parent = pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)
+        gi = pynvml.nvmlDeviceGetGpuInstanceById(parent, pynvml.nvmlDeviceGetGpuInstanceId(mig))
+        ci = pynvml.nvmlGpuInstanceGetComputeInstanceById(gi, pynvml.nvmlDeviceGetComputeInstanceId(mig))
+        gi_info, ci_info = pynvml.nvmlGpuInstanceGetInfo(gi), pynvml.nvmlComputeInstanceGetInfo(ci)
+        assert address(gi_info.device) == address(parent) and address(ci_info.device) == address(parent)
+        assert address(ci_info.gpuInstance) == address(gi)
+        found = []
+        for i in range(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT):
+            try:
+                gi_profile = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(parent, i, version=1)
+            except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_InvalidArgument):
+                continue
+            if gi_profile.id != gi_info.profileId:
+                continue
+            for j in range(pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
+                try:
+                    ci_profile = pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, j, 0, version=1)
+                except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_InvalidArgument):
+                    continue
+                if ci_profile.id == ci_info.profileId:
+                    found.append([i, j, gi_profile.id, gi_profile.sliceCount, gi_profile.memorySizeMB,
+                                  ci_profile.sliceCount, address(gi)])
+        return found
+    pynvml.nvmlInit()
+    out = []
+    for g in range(pynvml.nvmlDeviceGetCount()):
+        gpu = pynvml.nvmlDeviceGetHandleByIndex(g)
+        for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(gpu)):
+            try:
+                mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, slot)
+            except pynvml.NVMLError_NotFound:
+                continue
+            out.append([pynvml.nvmlDeviceGetUUID(mig), walk(mig)])
+    print(json.dumps(out))
+''')
+
+
+def test_mig_instances_name_each_device_the_way_go_nvlib_walks_them(nvml, load_profile):
+    profile = load_profile('a100x8-mig-mixed')
+    seen = dict(nvml.json(PROFILES_DIR / 'a100x8-mig-mixed.json', MIG_WALK))
+    slices_to_constant = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4}
+    nvidia_smi_ids = {1: 19, 2: 14, 3: 9, 4: 5, 7: 0}  # nvidia-smi mig -lgip on an A100
+    migs = [m for gpu in profile['devices'] for m in gpu['mig'].get('devices', [])]
+    assert len(seen) == len(migs) == 31
+    for mig in migs:
+        gi, ci = mig['gpu_instance_slices'], mig['compute_instance_slices']
+        (match,) = seen[mig['uuid']]  # exactly one (GPU instance profile, compute instance profile) pair
+        assert match[:6] == [slices_to_constant[gi], slices_to_constant[ci], nvidia_smi_ids[gi], gi, mig['memory_mib'], ci]
+
+
+def test_mig_me_profile_and_two_compute_instances_in_one_gpu_instance(nvml, tmp_path):
+    uuid = 'MIG-%d1111111-2222-3333-4444-555555555555'
+    me = dict(MIG_DEVICE, uuid=uuid % 1, gpu_instance_profile=7, gpu_instance_id=9)  # 1g.10gb+me
+    halves = [dict(MIG_DEVICE, uuid=uuid % (2 + k), profile='1c.2g.20gb', gpu_instance_slices=2, memory_mib=19968,
+                   multiprocessor_count=14, gpu_instance_id=3, compute_instance_id=k) for k in range(2)]
+    target = tmp_path / 'mig.json'
+    target.write_text(json.dumps(_profile(device={'mig': {'capable': True, 'current': True, 'devices': [me] + halves}})),
+                      encoding='utf-8')
+    seen = dict(nvml.json(target, MIG_WALK))
+    assert seen[uuid % 1][0][:4] == [7, 0, 20, 1]  # NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, nvidia-smi's id 20
+    first, second = seen[uuid % 2][0], seen[uuid % 3][0]
+    assert first[:6] == second[:6] == [1, 0, 14, 2, 19968, 1]  # 2g GPU instance, 1c compute instances
+    assert first[6] == second[6]  # one GPU instance behind both
+
+
+def test_mig_instance_calls_refuse_what_nvml_refuses(nvml):
+    code = textwrap.dedent('''
+        import json, pynvml
+        def name(call):
+            try:
+                call()
+                return 'ok'
+            except pynvml.NVMLError as exc:
+                return type(exc).__name__
+        pynvml.nvmlInit()
+        a100 = pynvml.nvmlDeviceGetHandleByIndex(0)
+        gi = pynvml.nvmlDeviceGetGpuInstanceById(a100, pynvml.nvmlDeviceGetGpuInstanceId(
+            pynvml.nvmlDeviceGetMigDeviceHandleByIndex(a100, 0)))
+        print(json.dumps({
+            'unknown_gi': name(lambda: pynvml.nvmlDeviceGetGpuInstanceById(a100, 99)),
+            'unknown_ci': name(lambda: pynvml.nvmlGpuInstanceGetComputeInstanceById(gi, 5)),
+            'profile_out_of_range': name(lambda: pynvml.nvmlDeviceGetGpuInstanceProfileInfo(a100, 18, version=1)),
+            'ci_larger_than_gi': name(lambda: pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, 1, 0, version=1)),
+            'other_engine_profile': name(lambda: pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, 0, 1, version=1)),
+        }))
+    ''')
+    seen = nvml.json(PROFILES_DIR / 'a100x8-mig-mixed.json', code)
+    assert seen == {'unknown_gi': 'NVMLError_NotFound', 'unknown_ci': 'NVMLError_NotFound',
+                    'profile_out_of_range': 'NVMLError_InvalidArgument', 'ci_larger_than_gi': 'NVMLError_NotSupported',
+                    'other_engine_profile': 'NVMLError_NotSupported'}
+    code = textwrap.dedent('''
+        import json, pynvml
+        pynvml.nvmlInit()
+        out = []
+        for call in (lambda g: pynvml.nvmlDeviceGetGpuInstanceById(g, 1),
+                     lambda g: pynvml.nvmlDeviceGetGpuInstanceProfileInfo(g, 0, version=1)):
+            try:
+                call(pynvml.nvmlDeviceGetHandleByIndex(0))
+            except pynvml.NVMLError as exc:
+                out.append(type(exc).__name__)
+        print(json.dumps(out))
+    ''')
+    # MIG capable but off (h100): no instances; not MIG capable (t4): no profiles
+    assert nvml.json(PROFILES_DIR / 'h100.json', code)[0] == 'NVMLError_NotSupported'
+    assert nvml.json(PROFILES_DIR / 't4.json', code) == ['NVMLError_NotSupported', 'NVMLError_NotSupported']
