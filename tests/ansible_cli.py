@@ -12,17 +12,41 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
 
 
+def _environment(env=None):
+    """This process's environment without the fake NVML's variables, with the collection on Ansible's path, the JSON
+    callback, plus ``env``."""
+    environ = dict((k, v) for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_PROFILE"))
+    environ.update(ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+                   ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"),
+                   ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
+    environ.update(env or {})
+    return environ
+
+
+def run_playbook(playbook, extra_vars=None, env=None, timeout=600):
+    """``ansible-playbook playbook -e extra_vars`` on localhost (same environment as :func:`run_module`); returns
+    (exit code, [(task name, localhost's result)] in order). A role's task is named as written, without the
+    ``<role> : `` prefix."""
+    command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), str(playbook)]
+    command += ["-e", json.dumps(extra_vars)] if extra_vars else []
+    proc = subprocess.run(command, env=_environment(env), capture_output=True, text=True, check=False, cwd=ROOT,
+                          timeout=timeout)
+    try:
+        tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
+    except (ValueError, KeyError, IndexError) as exc:
+        raise AssertionError("no JSON result from ansible-playbook (rc %s):\n%s\n%s"
+                             % (proc.returncode, proc.stdout, proc.stderr)) from exc
+    return proc.returncode, [(t["task"]["name"].split(" : ")[-1], t["hosts"]["localhost"])
+                             for t in tasks if "localhost" in t["hosts"]]
+
+
 def _command(name, args=None, check=False, diff=False, env=None):
     """The command line and environment of ``ansible localhost -m name -a args``.
 
     The environment is this process's, without the fake NVML's variables (a test passes them in ``env`` when it wants
     the fake library), plus ``env``.
     """
-    environ = dict((k, v) for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_PROFILE"))
-    environ.update(ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-                   ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"),
-                   ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-    environ.update(env or {})
+    environ = _environment(env)
     command = [ANSIBLE, "localhost", "-m", name, "-e", "ansible_python_interpreter=" + sys.executable]
     command += ["-a", json.dumps(args)] if args else []
     command += ["--check"] if check else []

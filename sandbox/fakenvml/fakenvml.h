@@ -78,9 +78,9 @@ struct fake_profile {
     struct nvmlDevice_st *devs;
 };
 
-/* The NVML_GPU_INSTANCE_PROFILE_* / NVML_COMPUTE_INSTANCE_PROFILE_* constant of a slice count, or -1 (profile.c). */
-int fake_gi_profile_of_slices(unsigned int slices);
-int fake_ci_profile_of_slices(unsigned int slices);
+/* The NVML_GPU_INSTANCE_PROFILE_<n>_SLICE constant of a slice count, or -1 (profile.c); the
+ * NVML_COMPUTE_INSTANCE_PROFILE_<n>_SLICE constants have the same values. */
+int fake_profile_of_slices(unsigned int slices);
 
 /* Names of the NVML functions this library exports (fakenvml.c). */
 extern const char *const fake_api_names[];

@@ -137,12 +137,7 @@ static const char *const mig_device_keys[] = {
 /* NVML_GPU_INSTANCE_PROFILE_<n>_SLICE and NVML_COMPUTE_INSTANCE_PROFILE_<n>_SLICE by slice count (pynvml constants) */
 static const int slice_profiles[9] = {-1, 0x0, 0x1, 0x2, 0x3, -1, 0x6, 0x4, 0x5};
 
-int fake_gi_profile_of_slices(unsigned int slices)
-{
-    return slices < 9 ? slice_profiles[slices] : -1;
-}
-
-int fake_ci_profile_of_slices(unsigned int slices)
+int fake_profile_of_slices(unsigned int slices)
 {
     return slices < 9 ? slice_profiles[slices] : -1;
 }
@@ -501,7 +496,7 @@ static int parse_mig_device(struct ctx *c, json_t *obj, const char *base, struct
     if (get_int(c, obj, base, "ofa_count", 0, 0, 64, &v) < 0)
         return -1;
     m->ofas = (unsigned int)v;
-    v = fake_gi_profile_of_slices(m->gi_slices);
+    v = fake_profile_of_slices(m->gi_slices);
     r = get_int(c, obj, base, "gpu_instance_profile", 0, 0, NVML_GPU_INSTANCE_PROFILE_COUNT - 1, &v);
     if (r < 0)
         return -1;
@@ -511,7 +506,7 @@ static int parse_mig_device(struct ctx *c, json_t *obj, const char *base, struct
                     m->gi_slices, m->gi_slices);
     }
     m->gi_profile = (unsigned int)v;
-    v = fake_ci_profile_of_slices(m->ci_slices);
+    v = fake_profile_of_slices(m->ci_slices);
     r = get_int(c, obj, base, "compute_instance_profile", 0, 0, NVML_COMPUTE_INSTANCE_PROFILE_COUNT - 1, &v);
     if (r < 0)
         return -1;

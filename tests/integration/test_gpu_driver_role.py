@@ -7,12 +7,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
-import subprocess
 import sys
 
 import pytest
+
+from ansible_cli import run_playbook
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROFILES = os.path.join(ROOT, "sandbox", "profiles")
@@ -34,18 +34,12 @@ def playbook(tmp_path_factory, fake_nvml_dir):
 
 def run_role(playbook_and_lib, profile, **extra_vars):
     playbook, lib_dir = playbook_and_lib
-    env = dict((k, v) for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_PROFILE"))
-    env.update(ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"),
-               ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
+    env = {}
     if profile:
         env.update(LD_LIBRARY_PATH=lib_dir, FAKE_NVML_PROFILE=os.path.join(PROFILES, profile + ".json"))
     extra = dict({"gpu_driver_python_manage": False, "ansible_python_interpreter": sys.executable}, **extra_vars)
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), playbook, "-e", json.dumps(extra)],
-                          env=env, capture_output=True, text=True, check=False, cwd=ROOT)
-    tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
-    results = [task["hosts"]["localhost"] for task in tasks if "localhost" in task["hosts"]]
-    return proc.returncode, results
+    code, tasks = run_playbook(playbook, extra, env=env)
+    return code, [result for _name, result in tasks]
 
 
 def verdict_of(results):

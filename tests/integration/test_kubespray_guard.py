@@ -7,14 +7,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
 
+from ansible_cli import run_playbook
 from setup_steps import missing_setup
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -52,18 +51,11 @@ def run(tmp_path, config_text, **extra):
     config.write_text(config_text)
     play = tmp_path / "play.yml"
     play.write_text(PLAYBOOK)
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"),
-               ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
     variables = dict({"ansible_python_interpreter": sys.executable, "container_toolkit_containerd_config": str(config)},
                      **extra)
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), str(play),
-                           "-e", json.dumps(variables)], env=env, capture_output=True, text=True, check=False, cwd=ROOT)
-    tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
-    # a role's task is named "<role> : <name>"
-    results = dict((t["task"]["name"].split(" : ")[-1], t["hosts"]["localhost"]) for t in tasks if "localhost" in t["hosts"])
+    code, tasks = run_playbook(play, variables)
     assert config.read_text() == config_text  # never written here
-    return proc.returncode, results
+    return code, dict(tasks)
 
 
 def gives(results):

@@ -235,22 +235,31 @@ def unconfigure(text, path, settings, version):
 
 # --- Drop-in ---------------------------------------------------------------------------------------------------------
 
-def drop_in(main_text, main_path, settings, version, imported=None, merges=False):
+def imported_cri_tables(imported, version):
+    """The CRI plugin tables of the ``imported`` files (``(path, text)``, :func:`imported_files`) that have one, in
+    containerd's order."""
+    plugin = CRI_PLUGIN[version]
+    tables = []
+    for path, text in imported:
+        other = PlainTree(toml_data(text, path), path)
+        if other.get(("plugins", plugin)) is not None:
+            tables.append(copy.deepcopy(_table(other, ("plugins", plugin), path)))
+    return tables
+
+
+def drop_in(main_text, main_path, settings, version, imported_tables=(), merges=False):
     """The drop-in's text: ``version``, the CRI plugin table containerd loads today, our runtime added; nothing else.
 
     containerd before 2.1 replaces a plugin table with the imported one, so the drop-in must carry every CRI setting
-    containerd loads, or importing it would reset them to their defaults: the main file's table, and what the files it
-    imports (``imported``: ``(path, text)`` in containerd's order, :func:`imported_files`) set, each replacing the table
-    before it, or, where the installed containerd merges plugin tables (``merges``: 2.1 and later), merged into it.
+    containerd loads, or importing it would reset them to their defaults: the main file's table, and the CRI tables of
+    the files it imports (``imported_tables``, :func:`imported_cri_tables`), each replacing the table before it, or,
+    where the installed containerd merges plugin tables (``merges``: 2.1 and later), merged into it.
     """
     main = PlainTree(toml_data(main_text, main_path), main_path)
     plugin = CRI_PLUGIN[version]
     table = copy.deepcopy(_table(main, ("plugins", plugin), main_path))
-    for path, text in imported or ():
-        other = PlainTree(toml_data(text, path), path)
-        if other.get(("plugins", plugin)) is not None:
-            imported_table = copy.deepcopy(_table(other, ("plugins", plugin), path))
-            table = _deep_merge(table, imported_table) if merges else imported_table
+    for imported_table in imported_tables:
+        table = _deep_merge(table, imported_table) if merges else imported_table
     tree = PlainTree({"version": version, "plugins": {plugin: table}}, main_path)
     _present(tree, version, settings, main_path)
     return render_tree(tree.data, main_path)
@@ -598,13 +607,12 @@ class Containerd(Runtime):
         drop_text = _files.read_text(drop_path)
         entry = the_plan.drop_in_entry
         if the_plan.present:
-            imported = imported_files(main_text, main_path, the_plan.drop_in_entry)
+            tables = imported_cri_tables(imported_files(main_text, main_path, the_plan.drop_in_entry), version)
             merges = False
-            if any(PlainTree(toml_data(text, path), path).get(("plugins", CRI_PLUGIN[version])) is not None
-                   for path, text in imported):
+            if tables:
                 binary = ask_binary()  # how another file's CRI table combines with the main file's
                 merges = isinstance(binary, tuple) and binary >= (2, 1)
-            wanted = drop_in(main_text, main_path, settings, version, imported=imported, merges=merges)
+            wanted = drop_in(main_text, main_path, settings, version, imported_tables=tables, merges=merges)
             if drop_text is not None and toml_data(drop_text, drop_path) == toml_data(wanted, drop_path):
                 wanted = drop_text  # the same settings (written by nvidia-ctk, say): no rewrite, no restart
             # the drop-in first: the main config must never import a file that is not there yet
@@ -678,7 +686,8 @@ class Containerd(Runtime):
                 if changed:
                     shown = ", ".join(changed[:10]) + (" and %d more" % (len(changed) - 10) if len(changed) > 10 else "")
                     host.warn("the drop-in changes CRI settings that containerd loads today from another imported "
-                              "file: %s; the drop-in carries the CRI table of %s only" % (shown, the_plan.main_path))
+                              "file: %s; the drop-in carries the CRI table this module read from %s and its imports, "
+                              "which containerd combines otherwise here" % (shown, the_plan.main_path))
 
     def _view(self, the_plan, by_path):
         """A validation copy of the main config, beside it, importing the candidate drop-in instead of the live one."""

@@ -108,19 +108,16 @@ class K0s(Runtime):
     def default_of(self, text, the_plan):
         return self._cri(text, the_plan).get(("containerd", "default_runtime_name"))
 
-    def cdi_of(self, text, the_plan):
-        return None  # our file is a patch: removing it takes its CDI setting with it
-
     def _cri(self, text, the_plan):
         data = toml_data(text, the_plan.main_path) or {}
         version = data.get("version", the_plan.version or 3)
         return PlainTree((data.get("plugins") or {}).get(CRI_PLUGIN.get(version, CRI_PLUGIN[3])) or {}, the_plan.main_path)
 
-    def _version(self, params, ours, host):
+    def _version(self, params, ours, generated, host):
         """Our file's version, else the generated CRI file's, else what k0s's containerd reads; None: unknown."""
         requested = str(params.get("config_version") or "auto")
         found = None
-        for text, path in ((ours, params["config_path"] or self.config_path), (_files.read_text(GENERATED), GENERATED)):
+        for text, path in ((ours, params["config_path"] or self.config_path), (generated, GENERATED)):
             data = toml_data(text, path)
             if data and "version" in data:
                 found = check_version(data["version"], path)
@@ -149,7 +146,8 @@ class K0s(Runtime):
                             "file itself (runtime=containerd config_path=%s; k0s restarts with the k0sworker service), "
                             "or give it back to k0s (remove it and restart k0s)" % (MANAGED_LINE, DROP_IN_DIR, MAIN),
                             path=MAIN)
-        version = self._version(the_plan.params, text, host)
+        generated = _files.read_text(GENERATED)
+        version = self._version(the_plan.params, text, generated, host)
         if version is None:
             raise KubegpuError("k0s: cannot tell which containerd config version k0s's containerd takes: neither %s nor "
                                "%s is there (k0s has not run on this host yet); start k0s first, or pass "
@@ -158,7 +156,7 @@ class K0s(Runtime):
             raise FileError("config version %d: k0s takes 2 (containerd 1.x) or 3 (containerd 2.x) in %s"
                             % (version, DROP_IN_DIR), path=path, field="version")
         the_plan.version = version
-        after = patch(_files.read_text(GENERATED), GENERATED, the_plan.settings, version, path)
+        after = patch(generated, GENERATED, the_plan.settings, version, path)
         if text is not None and toml_data(text, path) == toml_data(after, path):
             after = text  # the same settings: no rewrite, no restart
         the_plan.changes.append(Change(path, text, after))
