@@ -37,6 +37,19 @@ LABEL_RUNTIME_MINOR = RESOURCE_PREFIX + "/cuda.runtime-version.minor"
 LABEL_RUNTIME_FULL = RESOURCE_PREFIX + "/cuda.runtime-version.full"
 DEFAULT_ACCELERATOR_LABEL = "accelerator"  # the label the Kubernetes docs use in nodeSelector examples
 
+# --- Operand deploy labels, as the GPU Operator sets them (gpu-operator controllers/state_manager.go) and NVIDIA's
+# MIG manager pauses them (mig-parted cmd/nvidia-mig-manager reconfigure: "paused-for-mig-change"; a value of "false"
+# is an external entity's and is left alone). Our DaemonSets select on "true", so a paused node loses our pods.
+LABEL_DEPLOY_PREFIX = RESOURCE_PREFIX + "/gpu.deploy."
+LABEL_DEPLOY_DEVICE_PLUGIN = LABEL_DEPLOY_PREFIX + "device-plugin"  # also the MPS control daemon's (GPU Operator)
+LABEL_DEPLOY_GFD = LABEL_DEPLOY_PREFIX + "gpu-feature-discovery"
+DEPLOY_LABEL_ON = "true"
+# The Helm chart's per-node config label (deployments/helm/nvidia-device-plugin, config-manager NODE_LABEL).
+LABEL_DEVICE_PLUGIN_CONFIG = RESOURCE_PREFIX + "/device-plugin.config"
+# GFD's MPS label; the plugin's Helm chart runs the MPS control daemon only where it is "true"
+# (templates/daemonset-mps-control-daemon.yml nodeSelector; GFD internal/lm/nvml.go newSharingLabeler).
+LABEL_MPS_CAPABLE = RESOURCE_PREFIX + "/mps.capable"
+
 # --- The device plugin's deployment (modelled on its static manifest, deployments/static/nvidia-device-plugin.yml)
 DEVICE_PLUGIN_NAMESPACE = "nvidia-device-plugin"
 APP_NAME = "nvidia-device-plugin"
