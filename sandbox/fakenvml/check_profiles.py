@@ -37,7 +37,10 @@ RETURN_CODES = ['UNINITIALIZED', 'INVALID_ARGUMENT', 'NOT_SUPPORTED', 'NO_PERMIS
 TOP_KEYS = ['description', 'driver_version', 'nvml_version', 'cuda_driver_version', 'errors', 'devices']
 DEVICE_KEYS = ['name', 'uuid', 'serial', 'pci_bus_id', 'pci_device_id', 'pci_subsystem_id', 'memory_total_mib',
                'compute_capability', 'architecture', 'brand', 'persistence_mode', 'minor_number',
-               'multiprocessor_count', 'event_types', 'xid_events', 'mig', 'errors']
+               'multiprocessor_count', 'numa_node', 'event_types', 'xid_events', 'nvlinks', 'fabric', 'mig', 'errors']
+FABRIC_KEYS = ['cluster_uuid', 'clique_id', 'state', 'status', 'health_mask']
+FABRIC_STATES = ['not_supported', 'not_started', 'in_progress', 'completed']
+NVLINK_MAX_LINKS = 36
 XID_KEYS = ['xid', 'after_ms', 'gpu_instance_id', 'compute_instance_id']
 EVENT_TYPES = ['single_bit_ecc', 'double_bit_ecc', 'pstate', 'xid_critical', 'clock', 'power_source_change',
                'mig_config_change']
@@ -262,6 +265,45 @@ def _xid_events(obj, base):
         _integer(item, ebase, 'compute_instance_id', False, 0, 65535)
 
 
+def _nvlinks(obj, base):
+    present, value = _member(obj, base, 'nvlinks', False)
+    if not present:
+        return
+    path = _join(base, 'nvlinks')
+    if not isinstance(value, list):
+        raise ProfileError(path, 'expected an array')
+    if len(value) > NVLINK_MAX_LINKS:
+        raise ProfileError(path, 'more than %d NVLinks' % NVLINK_MAX_LINKS)
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ProfileError('%s[%d]' % (path, i), 'expected a string')
+        match = BUS_ID_RE.fullmatch(item)
+        if not match or int(match.group(3), 16) > 0x1f or int(match.group(4), 16) > 7:
+            raise ProfileError('%s[%d]' % (path, i), 'not a PCI bus id of the form 00000000:3B:00.0')
+
+
+def _fabric(obj, base):
+    present, fabric = _member(obj, base, 'fabric', False)
+    if not present:
+        return
+    fbase = _join(base, 'fabric')
+    if not isinstance(fabric, dict):
+        raise ProfileError(fbase, 'expected an object')
+    _check_keys(fabric, fbase, FABRIC_KEYS)
+    cluster = _string(fabric, fbase, 'cluster_uuid', True)
+    if not re.fullmatch(UUID_TAIL, cluster):
+        raise ProfileError(_join(fbase, 'cluster_uuid'),
+                           'not a well-formed UUID (expected xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)')
+    _integer(fabric, fbase, 'clique_id', True, 0, 0xFFFFFFFF)
+    if 'state' in fabric:
+        _enum(fabric, fbase, 'state', 'fabric state', FABRIC_STATES)
+    status = _string(fabric, fbase, 'status', False)
+    if status is not None and status != 'SUCCESS' and status not in RETURN_CODES:
+        raise ProfileError(_join(fbase, 'status'),
+                           "unknown NVML return code '%s' (SUCCESS or a name like NOT_SUPPORTED)" % status)
+    _integer(fabric, fbase, 'health_mask', False, 0, 0xFFFFFFFF)
+
+
 def _device(obj, base, index, known):
     if not isinstance(obj, dict):
         raise ProfileError(base, 'expected an object')
@@ -284,8 +326,11 @@ def _device(obj, base, index, known):
     _boolean(obj, base, 'persistence_mode', False)
     minor = _integer(obj, base, 'minor_number', False, 0, 65535, default=index)
     _integer(obj, base, 'multiprocessor_count', False, 0, 65535)
+    _integer(obj, base, 'numa_node', False, 0, 255)
     _event_types(obj, base)
     _xid_events(obj, base)
+    _nvlinks(obj, base)
+    _fabric(obj, base)
     _errors(obj, base, True, known)
     migs = _mig(obj, base, name, known)
     return {'uuid': uuid, 'bus': tuple(int(group, 16) for group in match.groups()), 'minor': minor, 'migs': migs}

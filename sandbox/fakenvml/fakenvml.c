@@ -77,6 +77,14 @@ const char *const fake_api_names[] = {
     "nvmlGpuInstanceGetComputeInstanceById",
     "nvmlGpuInstanceGetComputeInstanceProfileInfo",
     "nvmlComputeInstanceGetInfo_v2",
+    "nvmlDeviceGetGpuInstances",
+    "nvmlGpuInstanceGetComputeInstances",
+    "nvmlDeviceGetTopologyCommonAncestor",
+    "nvmlDeviceGetNvLinkState",
+    "nvmlDeviceGetNvLinkRemotePciInfo",
+    "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+    "nvmlDeviceGetGpuFabricInfo",
+    "nvmlDeviceGetGpuFabricInfoV",
     NULL,
 };
 /* END fake_api_names */
@@ -453,11 +461,12 @@ API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevi
 
 /* ------------------------------------------------------- device queries */
 
+/* A MIG handle answers its slot under its GPU: "When used with MIG device handles this API returns indices that can
+ * be passed to nvmlDeviceGetMigDeviceHandleByIndex" (nvml.h as vendored in go-nvml v0.13.4-1); nvidia-ctk's CDI
+ * generator relies on it (nvidia-container-toolkit pkg/nvcdi/mig-device-nvml.go). */
 static nvmlReturn_t get_index(nvmlDevice_t h, unsigned int *index)
 {
     DEV_PROLOGUE(h, index, "nvmlDeviceGetIndex");
-    if (h->is_mig)
-        return NVML_ERROR_NOT_SUPPORTED;
     *index = h->index;
     return NVML_SUCCESS;
 }
@@ -1111,7 +1120,8 @@ static nvmlReturn_t gi_profile_info(nvmlDevice_t h, unsigned int profile, nvmlGp
     memset(info, 0, sizeof(*info));
     info->id = gi_profile_id(profile);
     info->sliceCount = m->gi_slices;
-    info->instanceCount = h->mig_max_devices / m->gi_slices;
+    /* the media-extension profiles (+me) fit once per GPU: "1g.10gb+me ... 1/1" in nvidia-smi mig -lgip */
+    info->instanceCount = (profile == 0x7 || profile == 0x8) ? 1 : h->mig_max_devices / m->gi_slices;
     info->multiprocessorCount = m->multiprocessor_count * m->gi_slices / m->ci_slices;
     info->copyEngineCount = m->copy_engines;
     info->decoderCount = m->decoders;
@@ -1257,4 +1267,272 @@ static nvmlReturn_t ci_info(nvmlComputeInstance_t ci, nvmlComputeInstanceInfo_t 
 API nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance, nvmlComputeInstanceInfo_t *info)
 {
     LOCKED(ci_info(computeInstance, info));
+}
+
+/*
+ * The GPU and compute instances of a profile, listed by profile as mig-parted walks them to export or assert a MIG
+ * configuration (mig-parted internal/nvlib/mig/mig.go: WalkGpuInstances, WalkComputeInstances). The caller passes
+ * an array and its capacity in *count (go-nvml sizes it from the profile info's instanceCount); *count comes back as
+ * the number of instances found. Instances exist only as a profile lists them: creating and destroying them is not
+ * implemented.
+ */
+static nvmlReturn_t gpu_instances(nvmlDevice_t h, unsigned int profile_id, nvmlGpuInstance_t *gis, unsigned int *count)
+{
+    unsigned int found = 0;
+    int known = 0;
+
+    if (gis == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    DEV_PROLOGUE(h, count, "nvmlDeviceGetGpuInstances");
+    if (h->is_mig)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!h->mig_capable || !h->mig_current)
+        return NVML_ERROR_NOT_SUPPORTED;   /* "If device doesn't have MIG mode enabled" (nvml.h) */
+    for (unsigned int p = 0; p < NVML_GPU_INSTANCE_PROFILE_COUNT; p++)
+        known |= gi_profile_id(p) == profile_id;
+    if (!known)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned int i = 0; i < h->mig_count; i++) {
+        struct nvmlDevice_st *m = &h->mig_first[i];
+
+        if (gi_head(h, m->gi_id) != m || gi_profile_id(m->gi_profile) != profile_id)
+            continue;
+        if (found >= *count)
+            return NVML_ERROR_INSUFFICIENT_SIZE;
+        gis[found++] = (nvmlGpuInstance_t)m;
+    }
+    *count = found;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
+                                           nvmlGpuInstance_t *gpuInstances, unsigned int *count)
+{
+    LOCKED(gpu_instances(device, profileId, gpuInstances, count));
+}
+
+static nvmlReturn_t compute_instances(nvmlGpuInstance_t gi, unsigned int profile_id, nvmlComputeInstance_t *cis,
+                                      unsigned int *count)
+{
+    struct nvmlDevice_st *head = (struct nvmlDevice_st *)gi;
+    struct nvmlDevice_st *g;
+    unsigned int found = 0;
+    nvmlReturn_t rc;
+
+    if (!gi_ok(gi) || cis == NULL || count == NULL || profile_id >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    g = head->parent;
+    rc = injected(g, "nvmlGpuInstanceGetComputeInstances");
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (ci_slices_of_profile[profile_id] > head->gi_slices)
+        return NVML_ERROR_NOT_SUPPORTED;   /* "If profileId isn't supported" (nvml.h), as its profile info answers */
+    for (unsigned int i = 0; i < g->mig_count; i++) {
+        struct nvmlDevice_st *m = &g->mig_first[i];
+
+        if (m->gi_id != head->gi_id || m->ci_profile != profile_id)
+            continue;
+        if (found >= *count)
+            return NVML_ERROR_INSUFFICIENT_SIZE;
+        cis[found++] = (nvmlComputeInstance_t)m;
+    }
+    *count = found;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+                                                    nvmlComputeInstance_t *computeInstances, unsigned int *count)
+{
+    LOCKED(compute_instances(gpuInstance, profileId, computeInstances, count));
+}
+
+/* ------------------------------------------------------------- topology */
+
+/*
+ * What go-gpuallocator reads when the device plugin answers GetPreferredAllocation for whole GPUs
+ * (k8s-device-plugin internal/rm/nvml_manager.go alignedAlloc -> go-gpuallocator internal/links/device.go): the
+ * common PCIe ancestor of every pair of GPUs, whose answer must be SUCCESS (any error fails the allocation), and
+ * every link 0 .. NVML_NVLINK_MAX_LINKS-1 of each GPU, where NOT_SUPPORTED means "no such link" and any other error
+ * fails it too.
+ *
+ * This fake's rule for the ancestor: GPUs with the same numa_node share a NUMA node (NVML_TOPOLOGY_NODE, nvidia-smi
+ * topo's NODE), others are across the SMP interconnect (NVML_TOPOLOGY_SYSTEM, SYS). PCIe switches (PIX/PXB) and
+ * host bridges (PHB) are not modelled.
+ */
+static nvmlReturn_t common_ancestor(nvmlDevice_t a, nvmlDevice_t b, nvmlGpuTopologyLevel_t *level)
+{
+    nvmlReturn_t rc;
+
+    if (!handle_ok(b) || a == b)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    DEV_PROLOGUE(a, level, "nvmlDeviceGetTopologyCommonAncestor");
+    rc = injected(b, "nvmlDeviceGetTopologyCommonAncestor");
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (a->is_mig || b->is_mig)
+        return NVML_ERROR_NOT_SUPPORTED;   /* this fake's choice: the PCIe topology is the GPUs' */
+    *level = a->numa_node == b->numa_node ? NVML_TOPOLOGY_NODE : NVML_TOPOLOGY_SYSTEM;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                     nvmlGpuTopologyLevel_t *pathInfo)
+{
+    LOCKED(common_ancestor(device1, device2, pathInfo));
+}
+
+/* A link beyond the GPU's active ones answers NOT_SUPPORTED, as on a board without NVLink (go-gpuallocator skips
+ * those); a link number beyond NVML_NVLINK_MAX_LINKS is INVALID_ARGUMENT ("if device or link is invalid", nvml.h). */
+static nvmlReturn_t nvlink_check(nvmlDevice_t h, unsigned int link, const void *out, const char *fn)
+{
+    DEV_PROLOGUE(h, out, fn);
+    if (link >= NVML_NVLINK_MAX_LINKS)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (h->is_mig || link >= h->nvlink_count)
+        return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t nvlink_state(nvmlDevice_t h, unsigned int link, nvmlEnableState_t *active)
+{
+    nvmlReturn_t rc = nvlink_check(h, link, active, "nvmlDeviceGetNvLinkState");
+
+    if (rc == NVML_SUCCESS)
+        *active = NVML_FEATURE_ENABLED;
+    return rc;
+}
+
+API nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive)
+{
+    LOCKED(nvlink_state(device, link, isActive));
+}
+
+/* The profile's GPU at a PCI address, for the device id of an NVLink's remote end (NULL: an NVSwitch or a GPU the
+ * profile does not list). */
+static const struct nvmlDevice_st *gpu_at(const struct fake_pci_addr *a)
+{
+    for (unsigned int i = 0; i < g_prof->gpu_count; i++) {
+        const struct nvmlDevice_st *d = &g_prof->devs[i];
+
+        if (d->pci_domain == a->domain && d->pci_bus == a->bus && d->pci_device == a->device
+            && d->pci_function == a->function)
+            return d;
+    }
+    return NULL;
+}
+
+/* nvmlPciInfo_t of the remote end; "pciSubSystemId is not filled in this function" (nvml.h), so it stays 0. */
+static nvmlReturn_t nvlink_remote_v2(nvmlDevice_t h, unsigned int link, nvmlPciInfo_t *pci)
+{
+    const struct fake_pci_addr *a;
+    const struct nvmlDevice_st *peer;
+    nvmlReturn_t rc = nvlink_check(h, link, pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    a = &h->nvlink_remote[link];
+    peer = gpu_at(a);
+    memset(pci, 0, sizeof(*pci));
+    snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.%X", a->domain & 0xffffu, a->bus,
+             a->device, a->function);
+    snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.%X", a->domain, a->bus, a->device, a->function);
+    pci->domain = a->domain;
+    pci->bus = a->bus;
+    pci->device = a->device;
+    pci->pciDeviceId = peer != NULL ? peer->pci_device_id : 0;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci)
+{
+    LOCKED(nvlink_remote_v2(device, link, pci));
+}
+
+/* The first version writes the legacy layout, as nvmlDeviceGetPciInfo does. */
+static nvmlReturn_t nvlink_remote_v1(nvmlDevice_t h, unsigned int link, nvmlPciInfo_v2_t *pci)
+{
+    const struct fake_pci_addr *a;
+    const struct nvmlDevice_st *peer;
+    nvmlReturn_t rc = nvlink_check(h, link, pci, "nvmlDeviceGetNvLinkRemotePciInfo");
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    a = &h->nvlink_remote[link];
+    peer = gpu_at(a);
+    memset(pci, 0, sizeof(*pci));
+    snprintf(pci->busId, sizeof(pci->busId), "%04X:%02X:%02X.%X", a->domain & 0xffffu, a->bus, a->device,
+             a->function);
+    pci->domain = a->domain;
+    pci->bus = a->bus;
+    pci->device = a->device;
+    pci->pciDeviceId = peer != NULL ? peer->pci_device_id : 0;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link, nvmlPciInfo_v2_t *pci)
+{
+    LOCKED(nvlink_remote_v1(device, link, pci));
+}
+
+/* ------------------------------------------------------------ GPU fabric */
+
+/*
+ * A GPU's place in an NVLink fabric, from the profile's "fabric"; without one NOT_SUPPORTED ("If device doesn't
+ * support gpu fabric", nvml.h), as on every GPU before Hopper and on PCIe boards. go-nvlib's IsFabricAttached
+ * (pkg/nvlib/device/device.go) asks nvmlDeviceGetGpuFabricInfo when the library exports it, else
+ * nvmlDeviceGetGpuFabricInfoV, and counts a GPU as attached when the state is COMPLETED, the status SUCCESS and the
+ * cluster UUID not all zero; GFD then labels nvidia.com/gpu.clique (k8s-device-plugin internal/lm/fabric.go).
+ */
+static nvmlReturn_t fabric_prologue(nvmlDevice_t h, const void *out, const char *fn)
+{
+    DEV_PROLOGUE(h, out, fn);
+    if (h->is_mig || !h->has_fabric)
+        return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t fabric_v1(nvmlDevice_t h, nvmlGpuFabricInfo_t *info)
+{
+    nvmlReturn_t rc = fabric_prologue(h, info, "nvmlDeviceGetGpuFabricInfo");
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    memset(info, 0, sizeof(*info));
+    memcpy(info->clusterUuid, h->fabric_cluster_uuid, sizeof(info->clusterUuid));
+    info->status = h->fabric_status;
+    info->cliqueId = h->fabric_clique_id;
+    info->state = h->fabric_state;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *gpuFabricInfo)
+{
+    LOCKED(fabric_v1(device, gpuFabricInfo));
+}
+
+/* The versioned call fills a v2 or v3 structure by its version field; another version is ARGUMENT_VERSION_MISMATCH.
+ * The health fields stay "not supported" (0) beyond the profile's health_mask. */
+static nvmlReturn_t fabric_v(nvmlDevice_t h, nvmlGpuFabricInfo_v3_t *info)
+{
+    nvmlReturn_t rc = fabric_prologue(h, info, "nvmlDeviceGetGpuFabricInfoV");
+    unsigned int version;
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    version = info->version;
+    if (version != nvmlGpuFabricInfo_v2 && version != nvmlGpuFabricInfo_v3)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    memset(info, 0, version == nvmlGpuFabricInfo_v3 ? sizeof(nvmlGpuFabricInfo_v3_t) : sizeof(nvmlGpuFabricInfo_v2_t));
+    info->version = version;
+    memcpy(info->clusterUuid, h->fabric_cluster_uuid, sizeof(info->clusterUuid));
+    info->status = h->fabric_status;
+    info->cliqueId = h->fabric_clique_id;
+    info->state = h->fabric_state;
+    info->healthMask = h->fabric_health_mask;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfo_v3_t *gpuFabricInfo)
+{
+    LOCKED(fabric_v(device, gpuFabricInfo));
 }

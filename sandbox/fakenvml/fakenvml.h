@@ -29,6 +29,11 @@ struct fake_xid {
     unsigned int gi_id, ci_id;      /* 0xFFFFFFFF: the whole GPU */
 };
 
+/* A PCI address (the remote end of an NVLink). */
+struct fake_pci_addr {
+    unsigned int domain, bus, device, function;
+};
+
 /*
  * A GPU or a MIG device. The handle given to callers (nvmlDevice_t) is a
  * pointer to one of these, inside one array that lives from nvmlInit to the
@@ -61,6 +66,17 @@ struct nvmlDevice_st {
     unsigned int gi_slices, ci_slices, gi_id, ci_id;
     unsigned int gi_profile, ci_profile;   /* NVML_GPU_INSTANCE_PROFILE_* / NVML_COMPUTE_INSTANCE_PROFILE_* */
     unsigned int copy_engines, decoders, encoders, jpegs, ofas;
+    /* topology (GPUs only): nvmlDeviceGetTopologyCommonAncestor, nvmlDeviceGetNvLink* */
+    unsigned int numa_node;
+    unsigned int nvlink_count;       /* active links 0 .. nvlink_count-1 */
+    struct fake_pci_addr nvlink_remote[NVML_NVLINK_MAX_LINKS];
+    /* GPU fabric (GPUs only): nvmlDeviceGetGpuFabricInfo* */
+    int has_fabric;
+    unsigned char fabric_cluster_uuid[NVML_GPU_FABRIC_UUID_LEN];
+    unsigned int fabric_clique_id;
+    nvmlGpuFabricState_t fabric_state;
+    nvmlReturn_t fabric_status;
+    unsigned int fabric_health_mask;
     /* events (GPUs only) */
     unsigned long long event_types;  /* nvmlDeviceGetSupportedEventTypes */
     struct fake_xid *xids;

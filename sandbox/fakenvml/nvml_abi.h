@@ -228,6 +228,56 @@ typedef struct nvmlComputeInstanceInfo_st {
     nvmlInstancePlacement_t placement;
 } nvmlComputeInstanceInfo_t;
 
+/* _nvmlGpuTopologyLevel_t = c_uint, NVML_TOPOLOGY_* */
+typedef unsigned int nvmlGpuTopologyLevel_t;
+#define NVML_TOPOLOGY_INTERNAL 0u
+#define NVML_TOPOLOGY_SINGLE 10u
+#define NVML_TOPOLOGY_MULTIPLE 20u
+#define NVML_TOPOLOGY_HOSTBRIDGE 30u
+#define NVML_TOPOLOGY_NODE 40u
+#define NVML_TOPOLOGY_SYSTEM 50u
+
+/* NVML_NVLINK_MAX_LINKS */
+#define NVML_NVLINK_MAX_LINKS 36u
+
+/* NVML_GPU_FABRIC_UUID_LEN, _nvmlGpuFabricState_t = c_uint8 (NVML_GPU_FABRIC_STATE_*) */
+#define NVML_GPU_FABRIC_UUID_LEN 16
+typedef unsigned char nvmlGpuFabricState_t;
+#define NVML_GPU_FABRIC_STATE_NOT_SUPPORTED 0u
+#define NVML_GPU_FABRIC_STATE_NOT_STARTED 1u
+#define NVML_GPU_FABRIC_STATE_IN_PROGRESS 2u
+#define NVML_GPU_FABRIC_STATE_COMPLETED 3u
+
+/* c_nvmlGpuFabricInfo_t: written by nvmlDeviceGetGpuFabricInfo (no version field) */
+typedef struct nvmlGpuFabricInfo_st {
+    unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    nvmlGpuFabricState_t state;
+} nvmlGpuFabricInfo_t;
+
+/* c_nvmlGpuFabricInfo_v2_t and c_nvmlGpuFabricInfo_v3_t: nvmlDeviceGetGpuFabricInfoV, by their version field */
+typedef struct nvmlGpuFabricInfo_v2_st {
+    unsigned int version;
+    unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    nvmlGpuFabricState_t state;
+    unsigned int healthMask;
+} nvmlGpuFabricInfo_v2_t;
+
+typedef struct nvmlGpuFabricInfo_v3_st {
+    unsigned int version;
+    unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    nvmlGpuFabricState_t state;
+    unsigned int healthMask;
+    unsigned char healthSummary;
+} nvmlGpuFabricInfo_v3_t;
+#define nvmlGpuFabricInfo_v2 0x02000024u /* pynvml.nvmlGpuFabricInfo_v2 */
+#define nvmlGpuFabricInfo_v3 0x03000028u /* pynvml.nvmlGpuFabricInfo_v3 */
+
 _Static_assert(sizeof(nvmlMemory_t) == 24, "pynvml.c_nvmlMemory_t");
 _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "pynvml.c_nvmlMemory_v2_t");
 _Static_assert(sizeof(nvmlPciInfo_v2_t) == 52, "pynvml.nvmlPciInfo_v2_t");
@@ -238,6 +288,11 @@ _Static_assert(sizeof(nvmlGpuInstanceProfileInfo_t) == 48, "pynvml.c_nvmlGpuInst
 _Static_assert(sizeof(nvmlGpuInstanceInfo_t) == 24, "pynvml.c_nvmlGpuInstanceInfo_t");
 _Static_assert(sizeof(nvmlComputeInstanceProfileInfo_t) == 36, "pynvml.c_nvmlComputeInstanceProfileInfo_t");
 _Static_assert(sizeof(nvmlComputeInstanceInfo_t) == 32, "pynvml.c_nvmlComputeInstanceInfo_t");
+_Static_assert(sizeof(nvmlGpuFabricInfo_t) == 28, "pynvml.c_nvmlGpuFabricInfo_t");
+_Static_assert(sizeof(nvmlGpuFabricInfo_v2_t) == 36, "pynvml.c_nvmlGpuFabricInfo_v2_t");
+_Static_assert(sizeof(nvmlGpuFabricInfo_v3_t) == 40, "pynvml.c_nvmlGpuFabricInfo_v3_t");
+_Static_assert((nvmlGpuFabricInfo_v2 & 0xffffffu) == sizeof(nvmlGpuFabricInfo_v2_t), "nvmlGpuFabricInfo_v2 encodes the struct size");
+_Static_assert((nvmlGpuFabricInfo_v3 & 0xffffffu) == sizeof(nvmlGpuFabricInfo_v3_t), "nvmlGpuFabricInfo_v3 encodes the struct size");
 _Static_assert((nvmlMemory_v2 & 0xffffffu) == sizeof(nvmlMemory_v2_t), "nvmlMemory_v2 encodes the struct size");
 
 #endif /* FAKENVML_NVML_ABI_H */

@@ -108,7 +108,18 @@ static const char *const top_keys[] = {
 static const char *const device_keys[] = {
     "name", "uuid", "serial", "pci_bus_id", "pci_device_id", "pci_subsystem_id", "memory_total_mib",
     "compute_capability", "architecture", "brand", "persistence_mode", "minor_number",
-    "multiprocessor_count", "event_types", "xid_events", "mig", "errors", NULL,
+    "multiprocessor_count", "numa_node", "event_types", "xid_events", "nvlinks", "fabric", "mig", "errors", NULL,
+};
+static const char *const fabric_keys[] = {
+    "cluster_uuid", "clique_id", "state", "status", "health_mask", NULL,
+};
+/* NVML_GPU_FABRIC_STATE_* by the names profiles use */
+static const struct name_value fabric_state_names[] = {
+    {"not_supported", NVML_GPU_FABRIC_STATE_NOT_SUPPORTED},
+    {"not_started", NVML_GPU_FABRIC_STATE_NOT_STARTED},
+    {"in_progress", NVML_GPU_FABRIC_STATE_IN_PROGRESS},
+    {"completed", NVML_GPU_FABRIC_STATE_COMPLETED},
+    {NULL, 0},
 };
 static const char *const xid_keys[] = {
     "xid", "after_ms", "gpu_instance_id", "compute_instance_id", NULL,
@@ -338,7 +349,7 @@ static int get_uuid(struct ctx *c, json_t *obj, const char *base, const char *pr
 }
 
 /* "00000000:3B:00.0": 8 hex domain, 2 hex bus, 2 hex device, 1 hex function */
-static int parse_bus_id(const char *s, struct nvmlDevice_st *d)
+static int parse_bus_addr(const char *s, struct fake_pci_addr *a)
 {
     unsigned int dom, bus, dev, fn;
     int n = -1;
@@ -351,10 +362,23 @@ static int parse_bus_id(const char *s, struct nvmlDevice_st *d)
         return 0;
     if (dev > 0x1f || fn > 7)
         return 0;
-    d->pci_domain = dom;
-    d->pci_bus = bus;
-    d->pci_device = dev;
-    d->pci_function = fn;
+    a->domain = dom;
+    a->bus = bus;
+    a->device = dev;
+    a->function = fn;
+    return 1;
+}
+
+static int parse_bus_id(const char *s, struct nvmlDevice_st *d)
+{
+    struct fake_pci_addr a;
+
+    if (!parse_bus_addr(s, &a))
+        return 0;
+    d->pci_domain = a.domain;
+    d->pci_bus = a.bus;
+    d->pci_device = a.device;
+    d->pci_function = a.function;
     return 1;
 }
 
@@ -678,6 +702,88 @@ static int parse_xid_events(struct ctx *c, json_t *obj, const char *base, struct
     return 1;
 }
 
+/* "nvlinks": the remote end of each active NVLink, link 0 first (go-gpuallocator internal/links/device.go reads them
+ * through nvmlDeviceGetNvLinkState and nvmlDeviceGetNvLinkRemotePciInfo_v2). */
+static int parse_nvlinks(struct ctx *c, json_t *obj, const char *base, struct nvmlDevice_st *d)
+{
+    char path[PATH_MAX_LEN];
+    char epath[PATH_MAX_LEN + 24];
+    json_t *list, *v;
+    size_t i;
+    int r = member(c, obj, base, "nvlinks", 0, &list, path);
+
+    if (r <= 0)
+        return r;
+    if (!json_is_array(list))
+        return fail(c, path, "expected an array");
+    if (json_array_size(list) > NVML_NVLINK_MAX_LINKS)
+        return fail(c, path, "more than %u NVLinks", NVML_NVLINK_MAX_LINKS);
+    json_array_foreach(list, i, v) {
+        snprintf(epath, sizeof(epath), "%s[%zu]", path, i);
+        if (!json_is_string(v))
+            return fail(c, epath, "expected a string");
+        if (!parse_bus_addr(json_string_value(v), &d->nvlink_remote[i]))
+            return fail(c, epath, "not a PCI bus id of the form 00000000:3B:00.0");
+        d->nvlink_count = (unsigned int)i + 1;
+    }
+    return 1;
+}
+
+/* "fabric": what nvmlDeviceGetGpuFabricInfo* report for a GPU registered with an NVLink fabric (GFD reads it through
+ * go-nvlib's IsFabricAttached for the nvidia.com/gpu.clique label, k8s-device-plugin internal/lm/fabric.go). */
+static int parse_fabric(struct ctx *c, json_t *obj, const char *base, struct nvmlDevice_st *d)
+{
+    char fbase[PATH_MAX_LEN];
+    char path[PATH_MAX_LEN];
+    char value[FAKE_STR_MAX];
+    json_t *fabric;
+    long long v;
+    unsigned int state = NVML_GPU_FABRIC_STATE_COMPLETED;
+    int r = member(c, obj, base, "fabric", 0, &fabric, fbase);
+
+    if (r <= 0)
+        return r;
+    if (!json_is_object(fabric))
+        return fail(c, fbase, "expected an object");
+    if (check_keys(c, fabric, fbase, fabric_keys) < 0)
+        return -1;
+    if (get_string(c, fabric, fbase, "cluster_uuid", 1, value, sizeof(value)) < 0)
+        return -1;
+    if (!uuid_ok(value, "")) {
+        join(path, fbase, "cluster_uuid");
+        return fail(c, path, "not a well-formed UUID (expected xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)");
+    }
+    for (unsigned int k = 0, n = 0; value[k] != '\0' && n < NVML_GPU_FABRIC_UUID_LEN; k += 2) {
+        unsigned int byte = 0;
+
+        if (value[k] == '-')
+            k++;
+        sscanf(value + k, "%2x", &byte);   /* two hex digits: uuid_ok checked the form */
+        d->fabric_cluster_uuid[n++] = (unsigned char)byte;
+    }
+    if (get_int(c, fabric, fbase, "clique_id", 1, 0, 0xFFFFFFFFLL, &v) < 0)
+        return -1;
+    d->fabric_clique_id = (unsigned int)v;
+    if (json_object_get(fabric, "state") != NULL
+        && get_enum(c, fabric, fbase, "state", "fabric state", fabric_state_names, &state) < 0)
+        return -1;
+    d->fabric_state = (nvmlGpuFabricState_t)state;
+    d->fabric_status = NVML_SUCCESS;
+    r = get_string(c, fabric, fbase, "status", 0, value, sizeof(value));
+    if (r < 0)
+        return -1;
+    if (r > 0 && strcmp(value, "SUCCESS") != 0 && !fake_code_from_name(value, &d->fabric_status)) {
+        join(path, fbase, "status");
+        return fail(c, path, "unknown NVML return code '%s' (SUCCESS or a name like NOT_SUPPORTED)", value);
+    }
+    v = 0;
+    if (get_int(c, fabric, fbase, "health_mask", 0, 0, 0xFFFFFFFFLL, &v) < 0)
+        return -1;
+    d->fabric_health_mask = (unsigned int)v;
+    d->has_fabric = 1;
+    return 1;
+}
+
 static int parse_device(struct ctx *c, json_t *obj, const char *base, unsigned int index,
                         struct nvmlDevice_st *d, struct nvmlDevice_st *next_free, unsigned int *mig_used)
 {
@@ -729,9 +835,17 @@ static int parse_device(struct ctx *c, json_t *obj, const char *base, unsigned i
     if (get_int(c, obj, base, "multiprocessor_count", 0, 0, 65535, &v) < 0)
         return -1;
     d->multiprocessor_count = (unsigned int)v;
+    v = 0;
+    if (get_int(c, obj, base, "numa_node", 0, 0, 255, &v) < 0)
+        return -1;
+    d->numa_node = (unsigned int)v;
     if (parse_event_types(c, obj, base, d) < 0)
         return -1;
     if (parse_xid_events(c, obj, base, d) < 0)
+        return -1;
+    if (parse_nvlinks(c, obj, base, d) < 0)
+        return -1;
+    if (parse_fabric(c, obj, base, d) < 0)
         return -1;
     if (parse_errors(c, obj, base, 1, &d->errors) < 0)
         return -1;

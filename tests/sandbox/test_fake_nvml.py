@@ -591,7 +591,8 @@ def test_mig_semantics(nvml):
             'parent_of_gpu': error_of(pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle, gpu),
             'mig_mode_on_mig': error_of(pynvml.nvmlDeviceGetMigMode, mig),
             'mig_of_mig': error_of(pynvml.nvmlDeviceGetMigDeviceHandleByIndex, mig, 0),
-            'index_of_mig': error_of(pynvml.nvmlDeviceGetIndex, mig),
+            'index_of_mig': [pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, slot))
+                             for slot in range(3)],
             'pci_of_mig': pynvml.nvmlDeviceGetPciInfo(mig).busId,
             'mig_name': pynvml.nvmlDeviceGetName(mig),
             'mig_attributes': [pynvml.nvmlDeviceGetAttributes(mig).sharedCopyEngineCount,
@@ -604,7 +605,7 @@ def test_mig_semantics(nvml):
         'slot_3_free': 'NVMLError_NotFound', 'slot_7_beyond_max': 'NVMLError_InvalidArgument',
         'gi_on_gpu': 'NVMLError_InvalidArgument', 'ci_on_gpu': 'NVMLError_InvalidArgument',
         'parent_of_gpu': 'NVMLError_InvalidArgument', 'mig_mode_on_mig': 'NVMLError_InvalidArgument',
-        'mig_of_mig': 'NVMLError_InvalidArgument', 'index_of_mig': 'NVMLError_NotSupported',
+        'mig_of_mig': 'NVMLError_InvalidArgument', 'index_of_mig': [0, 1, 2],
         'pci_of_mig': '00000000:47:00.0', 'mig_name': 'NVIDIA A100-SXM4-80GB MIG 2g.20gb', 'mig_attributes': [2, 1],
     }
 
