@@ -13,25 +13,37 @@ module: gpu_node_labels
 short_description: Label every GPU node of a Kubernetes cluster from its GPU facts, in one call
 version_added: 0.1.0
 description:
-  - Takes the C(gpu) fact of each node (as M(kubegpu.cluster.gpu_facts) returns it) and sets the labels GPU feature
-    discovery (GFD) would set, under GFD's names, plus C(nvidia.com/gpu.present) and an C(accelerator) label, on all
-    nodes at once. Run it once, from the controller or any host that reaches the API server, not once per node.
-  - "Labels set on a node with GPUs: C(nvidia.com/gpu.present=true); C(nvidia.com/gpu.product), the product name in
-    GFD's form (blanks become C(-), other characters that a label value cannot hold are dropped, at most 63
-    characters: C(Tesla-V100-PCIE-16GB)); C(nvidia.com/gpu.count); C(nvidia.com/gpu.memory), MiB of that GPU;
-    C(nvidia.com/cuda.driver-version.major), C(.minor), C(.revision) and C(.full), from the driver version
-    (V(510.47.03) gives V(510), V(47), V(03), V(510.47.03); a two-part version such as V(390.30) has no revision
-    label); C(nvidia.com/cuda.runtime-version.major), C(.minor) and C(.full), which GFD takes, like this module, from
-    the highest CUDA version the driver supports (C(cuda_driver_version), V(11.6)); and O(accelerator_label) set to
-    the product slug (C(nvidia-tesla-v100-pcie-16gb)), the label the Kubernetes docs use in C(nodeSelector) examples."
-  - A node with GPUs of several models is labelled after its first GPU (NVML index order) that has a name, as GFD
-    labels a node after one model too. The count is the number of GPUs of any model.
+  - Takes the C(gpu) fact of each node (as M(kubegpu.cluster.gpu_facts) returns it) and labels all nodes at once. Run
+    it once, from the controller or any host that reaches the API server, not once per node.
+  - "Labels that are always this module's, on a node with GPUs: C(nvidia.com/gpu.present=true); O(accelerator_label)
+    set to the product slug (C(nvidia-tesla-v100-pcie-16gb)), the label the Kubernetes docs use in C(nodeSelector)
+    examples; and the operand deploy labels C(nvidia.com/gpu.deploy.device-plugin) and
+    C(nvidia.com/gpu.deploy.gpu-feature-discovery), set to V(true) only where the node has no such label or already
+    V(true): another value (V(paused-for-mig-change) from NVIDIA's MIG manager, V(false) from an admin) is never
+    overwritten, and then the label is not this module's."
+  - "GPU feature discovery's labels, with GFD's values, when GFD does not run (O(gfd=false)): C(nvidia.com/gpu.product)
+    (the model with blanks turned into C(-), C(-SHARED) appended under sharing without renaming,
+    C(<model>-MIG-<profile>) with O(mig_strategy=single)), C(gpu.count), C(gpu.replicas), C(gpu.sharing-strategy),
+    C(gpu.memory) (MiB), C(gpu.family), C(gpu.compute.major) and C(.minor), C(gpu.mode) (when the fact's PCI scan
+    holds the GPUs), the MIG attributes (C(gpu.multiprocessors), C(gpu.slices.gi), C(.ci), C(gpu.engines.*)) or, with
+    O(mig_strategy=mixed), C(nvidia.com/mig-<profile>.*), C(nvidia.com/mig.capable), C(nvidia.com/mps.capable) (which
+    the MPS control daemon's node selector needs), C(nvidia.com/mig.strategy), C(nvidia.com/cuda.driver-version.major),
+    C(.minor), C(.revision) and C(.full), C(nvidia.com/cuda.runtime-version.major), C(.minor) and C(.full) (the CUDA
+    version of the driver), and the deprecated C(nvidia.com/cuda.driver.*) and C(nvidia.com/cuda.runtime.*). They are
+    computed from the fact and the device plugin config built from O(mig_strategy) and O(sharing) exactly as
+    M(kubegpu.cluster.device_plugin_deploy) builds it."
+  - A node with GPUs of several models gets the whole-GPU labels of one model, as GFD does; where GFD picks one at
+    random, this module picks the model of the first GPU (NVML index order) that is not in MIG mode (or of the first
+    GPU when all are), and counts the GPUs of that model.
+  - With O(gfd=true) GFD writes its labels itself (through node feature discovery), so this module does not apply
+    them at all; labels it set earlier that GFD now owns are released (this module gives up its ownership and the
+    label stays) rather than removed.
   - A node whose fact says it has no GPU (C(present) false, or C(count) 0, for example a driver that is not loaded)
     gets none of these labels, and the ones this module set earlier are removed.
   - Labels are written by server-side apply with the field manager C(kubegpu.cluster/labels), applying only
     C(metadata.labels). The API server itself then removes labels this module applied earlier and no longer sends,
-    and never touches labels set by anyone else (C(kubectl label), GFD, the node's kubelet), even under the same
-    names; a label this module set and another manager also set is kept when this module drops it.
+    and never touches labels set by anyone else (C(kubectl label), NFD, the node's kubelet); a label this module set
+    and another manager also set is kept when this module drops it.
   - One LIST request reads every node; only the nodes whose labels differ from what they should be are patched, in
     parallel (O(concurrency)), each request bounded by O(request_timeout) and retried on conflicts (409),
     throttling (429), server errors (5xx) and connection errors.
@@ -62,6 +74,45 @@ options:
     type: str
     choices: [present, absent]
     default: present
+  mig_strategy:
+    description: The device plugin's C(flags.migStrategy) on the nodes, which GFD's labels follow.
+    type: str
+    choices: [none, single, mixed]
+    default: none
+  sharing:
+    description:
+      - GPU sharing on the nodes, as for M(kubegpu.cluster.device_plugin_deploy) (the same options and the same
+        checks), which GFD's C(gpu.replicas), C(gpu.sharing-strategy), C(-SHARED) product and C(mps.capable) follow.
+    type: dict
+    suboptions:
+      strategy:
+        description: V(time-slicing) or V(mps) advertise every GPU O(sharing.replicas) times.
+        type: str
+        choices: [none, time-slicing, mps]
+        default: none
+      replicas:
+        description: Replicas per GPU, at least 2; the default for O(sharing.resources).
+        type: int
+      rename_by_default:
+        description: The shared resources are advertised as C(<name>.shared), so the product gets no C(-SHARED).
+        type: bool
+        default: false
+      fail_requests_greater_than_one:
+        description: Refuse containers that ask for more than one shared device (does not change the labels).
+        type: bool
+      devices:
+        description: Which GPUs are shared (does not change the labels).
+        type: raw
+      resources:
+        description: Resources to share, each a dict with C(name), C(replicas) and C(devices); defaults to C(nvidia.com/gpu).
+        type: list
+        elements: dict
+  gfd:
+    description:
+      - GPU feature discovery runs on the nodes (M(kubegpu.cluster.device_plugin_deploy) with its O(gfd) option, and
+        node feature discovery to publish its labels), so its labels are left to it.
+    type: bool
+    default: false
   missing_nodes:
     description:
       - What to do about nodes in O(nodes) that are not in the cluster.
@@ -99,12 +150,11 @@ attributes:
   platform:
     platforms: posix
 notes:
-  - With MIG, GFD's C(single) strategy names the product C(<model>-MIG-<profile>); this module always writes the
-    plain model name, which is what GFD writes with the C(none) and C(mixed) strategies.
-  - When GFD runs too, both write the same names with the same values. Conflicts are forced, so this module's
-    values win on the labels it applies.
+  - "What the fact cannot tell is left to GFD even with O(gfd=false): C(gpu.machine), C(gfd.timestamp), the vGPU, IMEX
+    and fabric labels, and the MIG engine counts when the fact lacks the MIG devices' NVML attributes. Where GFD
+    itself fails (MPS on a node with a GPU in MIG mode) this module fails too, naming the node."
   - C(changed) is only true when a label value appears, changes or goes away. Taking over a label that already has
-    the wanted value (set by someone else) is an apply request but not a change.
+    the wanted value (set by someone else), or releasing one to GFD, is a request but not a change.
 seealso:
   - module: kubegpu.cluster.gpu_facts
   - name: GPU feature discovery labels
@@ -124,6 +174,18 @@ EXAMPLES = r"""
     node_names:
       gpu-01.example.com: gpu-01
   register: labelled
+
+- name: Label nodes whose GPUs are time-sliced 4 ways (nvidia.com/gpu.replicas=4, product ...-SHARED)
+  kubegpu.cluster.gpu_node_labels:
+    nodes: "{{ dict(groups['gpu_nodes'] | zip(groups['gpu_nodes'] | map('extract', hostvars, ['ansible_facts', 'gpu']))) }}"
+    sharing:
+      strategy: time-slicing
+      replicas: 4
+
+- name: GPU feature discovery runs, so leave its labels to it
+  kubegpu.cluster.gpu_node_labels:
+    nodes: "{{ dict(groups['gpu_nodes'] | zip(groups['gpu_nodes'] | map('extract', hostvars, ['ansible_facts', 'gpu']))) }}"
+    gfd: true
 
 - name: Show what changed
   ansible.builtin.debug:
@@ -163,6 +225,7 @@ nodes:
         nvidia.com/cuda.runtime-version.full: "11.6"
       labels_set: {"nvidia.com/gpu.count": "4"}
       labels_removed: []
+      labels_released: []
   contains:
     status:
       description: V(changed), V(unchanged), or V(missing) (not in the cluster, skipped with O(missing_nodes=skip)).
@@ -185,6 +248,12 @@ nodes:
       elements: str
       returned: always
       sample: ["nvidia.com/gpu.memory"]
+    labels_released:
+      description: Labels this module set earlier that GFD now owns (O(gfd=true)); they stay, no longer owned by this module.
+      type: list
+      elements: str
+      returned: always
+      sample: ["nvidia.com/gpu.product"]
 summary:
   description: Counts over RV(nodes).
   returned: always
@@ -209,7 +278,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client, node_labels
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.labels import labels_for
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.labels import node_rules
 
 
 def main():
@@ -219,6 +288,16 @@ def main():
             node_names=dict(type="dict", default={}),
             accelerator_label=dict(type="str", default=nv.DEFAULT_ACCELERATOR_LABEL),
             state=dict(type="str", default="present", choices=["present", "absent"]),
+            mig_strategy=dict(type="str", default=nv.DEFAULT_MIG_STRATEGY, choices=list(nv.MIG_STRATEGIES)),
+            sharing=dict(type="dict", options=dict(
+                strategy=dict(type="str", default="none", choices=list(nv.SHARING_STRATEGIES)),
+                replicas=dict(type="int"),
+                rename_by_default=dict(type="bool", default=False),
+                fail_requests_greater_than_one=dict(type="bool"),
+                devices=dict(type="raw"),
+                resources=dict(type="list", elements="dict"),
+            )),
+            gfd=dict(type="bool", default=False),
             missing_nodes=dict(type="str", default="fail", choices=["fail", "skip"]),
             concurrency=dict(type="int", default=8),
             request_timeout=dict(type="int", default=30),
@@ -230,10 +309,12 @@ def main():
     params = module.params
 
     def work():
+        labels_for, soft, releases = node_rules(params)  # the plugin config is checked before any API call
         # the core API only (no discovery), with as many pooled connections as parallel patches
         core = client.from_params(params, field_manager=node_labels.FIELD_MANAGER, pool_size=params["concurrency"]).core
         labeller = node_labels.NodeLabeller(core, timeout=params["request_timeout"], retries=params["retries"])
-        return node_labels.run(params, labeller, labels_for, check_mode=module.check_mode, want_diff=module._diff)
+        return node_labels.run(params, labeller, labels_for, check_mode=module.check_mode, want_diff=module._diff,
+                               soft=soft, releases=releases)
 
     run_module(module, work, requires=client.REQUIRES)
 

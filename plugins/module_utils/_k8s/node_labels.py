@@ -6,7 +6,8 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """Node labels owned by one field manager, applied to every node of a cluster at once: one paged LIST, then parallel
 server-side apply PATCHes of only the nodes whose labels differ, with the collection's retry policy. Which labels a
-node gets is the caller's (a vendor's ``labels_for_facts``); this part knows nothing about GPUs."""
+node gets is the caller's (a vendor's ``labels_for_facts``); this part knows nothing about GPUs. Labels another writer
+takes over (GPU feature discovery through NFD) are released: our ownership is dropped, the label stays."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -44,30 +45,70 @@ def owned_labels(node, field_manager=FIELD_MANAGER):
     return dict((key, labels[key]) for key, managers in owners.items() if field_manager in managers and key in labels)
 
 
-def plan_node(node, wanted, field_manager=FIELD_MANAGER):
+def plan_node(node, wanted, field_manager=FIELD_MANAGER, soft=(), releases=None):
     """Compare what a node carries with the labels ``wanted`` from our field manager.
 
-    Returns a dict: ``patch`` (whether an apply request is needed: values differ, or our set of owned labels is not
-    exactly ``wanted``), ``labels_set`` (label -> new value, for labels whose value changes or that appear),
-    ``labels_removed`` (our labels that no other manager keeps, so the apply removes them), ``before`` and
-    ``after`` (the node's values of every label involved).
+    ``soft``: keys of ``wanted`` that are only ours where the node has no such label or already the wanted value (a
+    key someone else set to another value is left out, so it is neither overwritten nor, being not ours, removed).
+    ``releases(key)``: for a key we own and no longer want, whether to release it (leave the label, give up our
+    ownership: another writer now owns it) instead of removing it.
+
+    Returns a dict: ``wanted`` (``wanted`` without the soft keys left out), ``patch`` (whether an apply request is
+    needed: values differ, or our set of owned labels is not exactly ``wanted``), ``labels_set`` (label -> new value,
+    for labels whose value changes or that appear), ``labels_removed`` (our labels that no other manager keeps, so the
+    apply removes them), ``labels_released`` (our labels that are released), ``release`` (the released labels only
+    we own: our ownership has to be dropped from ``managedFields`` before the apply, or it would remove them),
+    ``before`` and ``after`` (the node's values of every label involved).
     """
     labels = (node.get("metadata") or {}).get("labels") or {}
     owners = label_owners(node)
     ours = set(key for key, managers in owners.items() if field_manager in managers)
+    wanted = dict((key, value) for key, value in wanted.items()
+                  if key not in soft or labels.get(key, value) == value)
+    unwanted = set(key for key in ours - set(wanted) if key in labels)
+    released = sorted(key for key in unwanted if releases is not None and releases(key))
+    release = [key for key in released if not (owners[key] - set([field_manager]))]
     labels_set = dict((key, value) for key, value in wanted.items() if labels.get(key) != value)
-    removed = sorted(key for key in ours - set(wanted) if key in labels and not (owners[key] - set([field_manager])))
+    removed = sorted(key for key in unwanted - set(released) if not (owners[key] - set([field_manager])))
     involved = set(wanted) | set(removed)
     before = dict((key, labels[key]) for key in involved if key in labels)
     after = dict((key, value) for key, value in before.items() if key not in removed)
     after.update(wanted)
     return {
-        "patch": bool(labels_set or removed or ours != set(wanted)),
+        "wanted": wanted,
+        "patch": bool(labels_set or removed or (ours - set(release)) != set(wanted)),
         "labels_set": labels_set,
         "labels_removed": removed,
+        "labels_released": released,
+        "release": release,
         "before": before,
         "after": after,
     }
+
+
+def without_ownership(managed_fields, keys, field_manager=FIELD_MANAGER):
+    """``metadata.managedFields`` with ``field_manager``'s apply entry no longer owning the labels ``keys`` (entries
+    left empty are dropped)."""
+    out = []
+    for entry in managed_fields or []:
+        entry = dict(entry)
+        if entry.get("manager") == field_manager and entry.get("operation") == "Apply" and not entry.get("subresource"):
+            fields = dict(entry.get("fieldsV1") or {})
+            metadata = dict(fields.get("f:metadata") or {})
+            owned = dict((k, v) for k, v in (metadata.get("f:labels") or {}).items() if k[2:] not in keys)
+            if owned:
+                metadata["f:labels"] = owned
+            else:
+                metadata.pop("f:labels", None)
+            if metadata:
+                fields["f:metadata"] = metadata
+            else:
+                fields.pop("f:metadata", None)
+            if not fields:
+                continue
+            entry["fieldsV1"] = fields
+        out.append(entry)
+    return out
 
 
 def apply_body(name, labels):
@@ -88,6 +129,10 @@ def resolve_node_names(nodes, node_names):
     return resolved
 
 
+class _Conflict(Exception):
+    status = 409
+
+
 class NodeLabeller(object):
     """Lists nodes and applies labels, retrying with the collection's :class:`.retry.RetryPolicy`. ``core`` is a
     CoreV1Api (``Client.core``, or a stand-in in tests); ``wait(seconds)`` pauses between retries."""
@@ -100,6 +145,7 @@ class NodeLabeller(object):
         self.wait = wait or threading.Event().wait
 
     def _call(self, what, node, func, *args, **kwargs):
+        retry_conflicts = kwargs.pop("retry_conflicts", True)
         attempt = 0
         while True:
             attempt += 1
@@ -109,7 +155,7 @@ class NodeLabeller(object):
             except TRANSIENT as exc:  # pylint: disable=catching-non-exception
                 status = getattr(exc, "status", None)
                 error = api_error_text(exc) if status else "connection error: %s" % exc
-                if not self.policy.should_retry(attempt, exc):
+                if not self.policy.should_retry(attempt, exc) or (status == 409 and not retry_conflicts):
                     failed = K8sError("%s%s failed after %d attempt(s): %s"
                                       % (what, " of node %s" % node if node else "", attempt, error), node=node)
                     failed.status = status
@@ -131,6 +177,27 @@ class NodeLabeller(object):
             if not token:
                 return found
 
+    def release(self, name, keys):
+        """Drop our ownership of the labels ``keys`` on node ``name`` without touching the labels: a merge patch of
+        ``metadata.managedFields`` guarded by the node's ``resourceVersion``, read afresh and retried on a conflict."""
+        attempt = 0
+        while True:
+            attempt += 1
+            node = self._call("reading", name, self.core.read_node, name)
+            meta = node.get("metadata") or {}
+            owned = set(owned_labels(node, self.field_manager))
+            if not owned & set(keys):
+                return node
+            body = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
+                                 "managedFields": without_ownership(meta.get("managedFields"), keys, self.field_manager)}}
+            try:
+                return self._call("releasing labels", name, self.core.patch_node, name, body,
+                                  _content_type="application/merge-patch+json", retry_conflicts=False)
+            except K8sError as exc:
+                if getattr(exc, "status", None) != 409 or not self.policy.should_retry(attempt, _Conflict()):
+                    raise
+                self.wait(self.policy.pause(attempt))
+
     def apply(self, name, labels, dry_run=False):
         """Server-side apply of ``labels`` (only) on node ``name``; returns the node as the server has it."""
         kwargs = {"field_manager": self.field_manager, "force": True,
@@ -140,11 +207,11 @@ class NodeLabeller(object):
         return self._call("applying labels", name, self.core.patch_node, name, apply_body(name, labels), **kwargs)
 
 
-def run(params, labeller, labels_for, check_mode=False, want_diff=False):
+def run(params, labeller, labels_for, check_mode=False, want_diff=False, soft=(), releases=None):
     """Label the nodes in ``params`` (the module's options); return the module result.
 
     ``labels_for(host, facts, accelerator_label)`` gives the labels of one host's facts (a vendor's rule); it raises
-    :class:`OptionError` for facts it cannot read, naming the host.
+    :class:`OptionError` for facts it cannot read, naming the host. ``soft`` and ``releases``: see :func:`plan_node`.
     """
     accelerator_label = params.get("accelerator_label") or ""
     if accelerator_label and not is_valid_label_key(accelerator_label):
@@ -184,14 +251,22 @@ def run(params, labeller, labels_for, check_mode=False, want_diff=False):
             wanted = {}
         else:
             wanted = labels_for(hosts[name], facts, accelerator_label)
-        plans[name] = (wanted, plan_node(existing[name], wanted, labeller.field_manager))
+        plan = plan_node(existing[name], wanted, labeller.field_manager, soft, releases)
+        plans[name] = (plan["wanted"], plan)
 
-    to_patch = sorted(name for name, (wanted, plan) in plans.items() if plan["patch"])
+    to_patch = sorted(name for name, (wanted, plan) in plans.items() if plan["patch"] or plan["release"])
+
+    def write(name):
+        wanted, plan = plans[name]
+        if plan["release"]:
+            labeller.release(name, plan["release"])
+        return labeller.apply(name, wanted)
+
     applied = {}
     if to_patch and not check_mode:
         workers = max(1, min(int(params.get("concurrency") or 8), len(to_patch)))
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = dict((name, pool.submit(labeller.apply, name, plans[name][0])) for name in to_patch)
+            futures = dict((name, pool.submit(write, name)) for name in to_patch)
             errors = []
             for name in to_patch:
                 try:
@@ -211,7 +286,8 @@ def run(params, labeller, labels_for, check_mode=False, want_diff=False):
     summary = {"total": len(targets), "changed": 0, "unchanged": 0, "missing": len(missing)}
     for name in sorted(targets):
         if name in missing:
-            result_nodes[name] = {"status": "missing", "labels": {}, "labels_set": {}, "labels_removed": []}
+            result_nodes[name] = {"status": "missing", "labels": {}, "labels_set": {}, "labels_removed": [],
+                                  "labels_released": []}
             continue
         wanted, plan = plans[name]
         if name in applied:  # what the server now has, in case another writer raced us
@@ -221,7 +297,8 @@ def run(params, labeller, labels_for, check_mode=False, want_diff=False):
         changed = bool(plan["labels_set"] or plan["labels_removed"])
         summary["changed" if changed else "unchanged"] += 1
         result_nodes[name] = {"status": "changed" if changed else "unchanged", "labels": wanted,
-                              "labels_set": plan["labels_set"], "labels_removed": plan["labels_removed"]}
+                              "labels_set": plan["labels_set"], "labels_removed": plan["labels_removed"],
+                              "labels_released": plan["labels_released"]}
         if changed and want_diff:
             diffs.append({"before_header": "node/%s labels" % name, "after_header": "node/%s labels" % name,
                           "before": plan["before"], "after": plan["after"]})

@@ -106,3 +106,24 @@ def resource(name):
 
 def default_image(version=DEVICE_PLUGIN_VERSION):
     return "%s:%s" % (DEVICE_PLUGIN_IMAGE_REPOSITORY, version)
+
+# --- GPU feature discovery's other labels (k8s-device-plugin internal/lm: resource.go builds <resource>.<suffix>,
+# nvml.go the version, MIG and MPS capability labels, strategy.go mig.strategy). Per-resource keys are
+# RESOURCE_GPU + "." + suffix for whole GPUs and MIG single, MIG_RESOURCE_PREFIX + profile + "." + suffix for mixed.
+LABEL_GPU_REPLICAS = RESOURCE_GPU + ".replicas"
+LABEL_GPU_SHARING_STRATEGY = RESOURCE_GPU + ".sharing-strategy"
+LABEL_GPU_FAMILY = RESOURCE_GPU + ".family"
+LABEL_GPU_COMPUTE_MAJOR = RESOURCE_GPU + ".compute.major"
+LABEL_GPU_COMPUTE_MINOR = RESOURCE_GPU + ".compute.minor"
+LABEL_GPU_MODE = RESOURCE_GPU + ".mode"
+LABEL_MIG_CAPABLE = RESOURCE_PREFIX + "/mig.capable"
+LABEL_MIG_STRATEGY = RESOURCE_PREFIX + "/mig.strategy"
+# The deprecated forms GFD still writes beside the new ones (nvml.go newVersionLabeler).
+LABEL_DRIVER_MAJOR_OLD = RESOURCE_PREFIX + "/cuda.driver.major"
+LABEL_DRIVER_MINOR_OLD = RESOURCE_PREFIX + "/cuda.driver.minor"
+LABEL_DRIVER_REV_OLD = RESOURCE_PREFIX + "/cuda.driver.rev"
+LABEL_RUNTIME_MAJOR_OLD = RESOURCE_PREFIX + "/cuda.runtime.major"
+LABEL_RUNTIME_MINOR_OLD = RESOURCE_PREFIX + "/cuda.runtime.minor"
+# The labels under nvidia.com/ that are not GFD's: ours (gpu.present, the deploy labels) and the GPU Operator's.
+NOT_GFD_LABELS = (LABEL_GPU_PRESENT, LABEL_DEVICE_PLUGIN_CONFIG, RESOURCE_GPU + ".workload.config")
+NOT_GFD_PREFIXES = (LABEL_DEPLOY_PREFIX, RESOURCE_PREFIX + "/mig.config")

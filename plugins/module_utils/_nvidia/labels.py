@@ -4,25 +4,33 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
-"""The labels an NVIDIA GPU node carries, from its ``gpu`` fact, under GPU feature discovery's names and value rules
-(NVIDIA/k8s-device-plugin internal/lm: resource.go for gpu.product/count/memory, nvml.go for the CUDA versions).
+"""The labels an NVIDIA GPU node carries, from its ``gpu`` fact and the device plugin config of that node.
+
+Ours in every case: ``nvidia.com/gpu.present``, the accelerator label (the product slug), and the operand deploy
+labels ``nvidia.com/gpu.deploy.device-plugin`` and ``.gpu-feature-discovery`` (``true``; they are set only where
+absent or already ``true``, see :data:`SOFT_LABELS`). GPU feature discovery's labels (:mod:`.gfd`) are ours too when
+GFD does not run, with GFD's values; when it runs they are GFD's, and :func:`.gfd.owns` says which keys to leave to it.
 Pure functions; applying them to a cluster is :mod:`.._k8s.node_labels`."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
-
 from collections.abc import Mapping
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import names
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import gfd as gfd_rules, plugin_config
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    DEFAULT_ACCELERATOR_LABEL, LABEL_DRIVER_FULL, LABEL_DRIVER_MAJOR, LABEL_DRIVER_MINOR, LABEL_DRIVER_REVISION,
-    LABEL_GPU_COUNT, LABEL_GPU_MEMORY, LABEL_GPU_PRESENT, LABEL_GPU_PRODUCT, LABEL_RUNTIME_FULL, LABEL_RUNTIME_MAJOR,
-    LABEL_RUNTIME_MINOR,
+    DEFAULT_ACCELERATOR_LABEL, DEPLOY_LABEL_ON, LABEL_DEPLOY_DEVICE_PLUGIN, LABEL_DEPLOY_GFD, LABEL_GPU_PRESENT,
 )
+
+# Labels that others may hold at another value ("paused-for-mig-change" from NVIDIA's MIG manager, "false" from an
+# admin): ours only where absent or already "true" (k8s/node_labels.run's soft keys).
+SOFT_LABELS = (LABEL_DEPLOY_DEVICE_PLUGIN, LABEL_DEPLOY_GFD)
+
+has_gpu = gfd_rules.has_gpu
+split_driver_version = gfd_rules.split_driver_version
 
 
 def sanitize_label_value(text):
@@ -32,44 +40,7 @@ def sanitize_label_value(text):
     ``-`` (``Tesla V100-PCIE-16GB`` -> ``Tesla-V100-PCIE-16GB``), then the value is cut to 63 characters and
     stripped of leading and trailing characters that are not alphanumeric. May return ``""``.
     """
-    kept = re.sub(r"[^A-Za-z0-9_.\s-]", "", text or "", flags=re.ASCII)
-    value = "-".join(kept.split())
-    value = re.sub(r"^[^A-Za-z0-9]+", "", value)
-    value = value[:names.LABEL_VALUE_MAX]
-    return re.sub(r"[^A-Za-z0-9]+$", "", value)
-
-
-def split_driver_version(version):
-    """``510.47.03`` -> ``("510", "47", "03")``; ``390.30`` -> ``("390", "30", None)``; anything else -> None.
-
-    Parts are kept as text (GFD keeps ``03``, not ``3``).
-    """
-    if not isinstance(version, str):
-        return None
-    parts = version.strip().split(".", 2)
-    if len(parts) < 2 or not all(parts) or not all(names.is_valid_label_value(part) for part in parts):
-        return None
-    return parts[0], parts[1], parts[2] if len(parts) == 3 else None
-
-
-def primary_device(facts):
-    """The GPU whose model names the node: the first one (NVML index order) with a name.
-
-    Nodes with mixed models are labelled after their first GPU, as GFD does for the whole node.
-    """
-    for device in facts.get("devices") or []:
-        if isinstance(device, Mapping) and device.get("name"):
-            return device
-    return None
-
-
-def has_gpu(facts):
-    """A node has GPUs for labelling when its facts say so and NVML counted at least one."""
-    try:
-        count = int(facts.get("count") or 0)
-    except (TypeError, ValueError):
-        count = 0
-    return bool(facts.get("present")) and count > 0
+    return gfd_rules.valid_value(gfd_rules.gfd_sanitise(text))
 
 
 def check_facts(node, facts):
@@ -81,36 +52,55 @@ def check_facts(node, facts):
                           % (node, type(facts).__name__ if not isinstance(facts, Mapping) else "a dict without 'present'"))
 
 
-def labels_for_facts(facts, accelerator_label=DEFAULT_ACCELERATOR_LABEL):
-    """The labels a node with this ``gpu`` fact should carry (all values valid label values); ``{}`` for no GPU."""
-    if not has_gpu(facts):
+def labels(facts, config, gfd=False, accelerator_label=DEFAULT_ACCELERATOR_LABEL):
+    """Every label this collection wants on a node with this ``gpu`` fact under the plugin ``config`` (the dict
+    :func:`.plugin_config.build_config` returns, for that node); ``{}`` for a node without GPUs.
+
+    ``gfd``: GPU feature discovery runs on the node, so its labels are left to it.
+    """
+    if not isinstance(facts, Mapping) or not has_gpu(facts):
         return {}
-    labels = {LABEL_GPU_PRESENT: "true", LABEL_GPU_COUNT: str(int(facts["count"]))}
-    device = primary_device(facts)
-    if device is not None:
-        product = sanitize_label_value(device["name"])
-        if product:
-            labels[LABEL_GPU_PRODUCT] = product
-        memory = device.get("memory_total_mib")
-        if isinstance(memory, int) and not isinstance(memory, bool) and memory >= 0:
-            labels[LABEL_GPU_MEMORY] = str(memory)
-        slug = device.get("product_slug")
-        if accelerator_label and slug and names.is_valid_label_value(slug):
-            labels[accelerator_label] = slug
-    driver = split_driver_version(facts.get("driver_version"))
-    if driver is not None:
-        labels[LABEL_DRIVER_MAJOR], labels[LABEL_DRIVER_MINOR] = driver[0], driver[1]
-        if driver[2] is not None:
-            labels[LABEL_DRIVER_REVISION] = driver[2]
-        labels[LABEL_DRIVER_FULL] = ".".join(part for part in driver if part is not None)
-    cuda = split_driver_version(facts.get("cuda_driver_version"))
-    if cuda is not None and cuda[2] is None:
-        labels[LABEL_RUNTIME_MAJOR], labels[LABEL_RUNTIME_MINOR] = cuda[0], cuda[1]
-        labels[LABEL_RUNTIME_FULL] = "%s.%s" % cuda[:2]
-    return labels
+    out = {LABEL_GPU_PRESENT: "true"}
+    for key in SOFT_LABELS:
+        out[key] = DEPLOY_LABEL_ON
+    if not gfd:
+        out.update(gfd_rules.labels(facts, config))
+    devices = gfd_rules.named_devices(facts)
+    if devices and accelerator_label:
+        slug = gfd_rules.node_model(devices)[0].get("product_slug")
+        if slug and names.is_valid_label_value(slug):
+            out[accelerator_label] = slug
+    return out
 
 
-def labels_for(host, facts, accelerator_label=DEFAULT_ACCELERATOR_LABEL):
-    """The labels of one host from its facts, for :func:`.._k8s.node_labels.run`: its facts are checked first."""
+def labels_for_facts(facts, accelerator_label=DEFAULT_ACCELERATOR_LABEL, config=None, gfd=False):
+    """:func:`labels` with the plugin's default config unless one is given."""
+    return labels(facts, config or {}, gfd=gfd, accelerator_label=accelerator_label)
+
+
+def labels_for(host, facts, accelerator_label=DEFAULT_ACCELERATOR_LABEL, config=None, gfd=False):
+    """The labels of one host from its facts, for :func:`.._k8s.node_labels.run`: its facts are checked first, and an
+    error names the host."""
     check_facts(host, facts)
-    return labels_for_facts(facts, accelerator_label)
+    try:
+        return labels_for_facts(facts, accelerator_label, config, gfd)
+    except OptionError as exc:
+        raise OptionError(exc.option, "node %s: %s" % (host, exc.message.split(": ", 1)[-1]))
+
+
+def node_rules(params):
+    """``(labels_for, soft, releases)`` for :func:`.._k8s.node_labels.run` from gpu_node_labels' options: the plugin
+    config is built (and validated) once from ``mig_strategy`` and ``sharing``, and every node gets it; with ``gfd``
+    GFD's keys are released to it. Raises :class:`OptionError` for an invalid sharing config, before any API call."""
+    config = plugin_config.build_config({"mig_strategy": params.get("mig_strategy"), "sharing": params.get("sharing")})
+    gfd = bool(params.get("gfd"))
+
+    def labels_of(host, facts, accelerator_label):
+        return labels_for(host, facts, accelerator_label, config_for(host, config), gfd)
+
+    return labels_of, SOFT_LABELS, gfd_rules.owns if gfd else None
+
+
+def config_for(host, config):
+    """The plugin config of ``host``: one config for every node today (per-node configs map hosts here)."""
+    return config

@@ -38,9 +38,19 @@ def facts_from_profile(name):
         if "nvmlDeviceGetHandleByIndex" in (device.get("errors") or {}):
             devices.append({"index": index, "healthy": False, "errors": {"handle": "GPU is lost"}})
             continue
+        mig = device.get("mig") or {}
+        failing = set(device.get("errors") or {})  # the calls gpu_facts makes (pynvml binds the first versions)
         devices.append({"index": index, "name": device["name"], "uuid": device["uuid"],
                         "product_slug": _gpu_model.product_slug(device["name"]),
-                        "memory_total_mib": device["memory_total_mib"], "healthy": True, "errors": {}})
+                        "memory_total_mib": None if "nvmlDeviceGetMemoryInfo" in failing else device["memory_total_mib"],
+                        "pci_bus_id": device["pci_bus_id"],
+                        "compute_capability": None if "nvmlDeviceGetCudaComputeCapability" in failing
+                        else device["compute_capability"],
+                        "mig": {"capable": bool(mig.get("capable")), "current": bool(mig.get("current")),
+                                "devices": [{"profile": m["profile"], "memory_mib": m["memory_mib"],
+                                             "multiprocessor_count": m["multiprocessor_count"]}
+                                            for m in mig.get("devices") or []]},
+                        "healthy": True, "errors": {}})
     cuda = profile["cuda_driver_version"]
     return {"present": True, "nvml": {"status": "ok", "message": ""}, "driver_version": profile["driver_version"],
             "cuda_driver_version": "%d.%d" % (cuda // 1000, (cuda % 1000) // 10), "nvml_version": profile["nvml_version"],
@@ -59,8 +69,21 @@ EXPECTED = {
                          "nvidia-a100-sxm4-80gb"),
     "h100": ("NVIDIA-H100-80GB-HBM3", "1", "81559", ("550", "127", "05", "550.127.05"), "12.4", "nvidia-h100-80gb-hbm3"),
     "gtx1060": ("GeForce-GTX-1060-3GB", "1", "3019", ("390", "30", None, "390.30"), "9.1", "nvidia-geforce-gtx-1060-3gb"),
-    "failure-device-lost": ("Tesla-T4", "2", "15109", ("470", "256", "02", "470.256.02"), "11.4", "nvidia-tesla-t4"),
+    # the lost GPU has no name, so no model to count it under
+    "failure-device-lost": ("Tesla-T4", "1", "15109", ("470", "256", "02", "470.256.02"), "11.4", "nvidia-tesla-t4"),
     "failure-not-supported": ("Tesla-K80", "1", "11441", ("470", "256", "02", "470.256.02"), "11.4", "nvidia-tesla-k80"),
+    "a100-h100-mig-same-profile": ("NVIDIA-A100-SXM4-80GB", "1", "81920", ("550", "127", "05", "550.127.05"), "12.4",
+                                   "nvidia-a100-sxm4-80gb"),
+    "a100-mig-compute-instances": ("NVIDIA-A100-SXM4-80GB", "1", "81920", ("535", "183", "01", "535.183.01"), "12.2",
+                                   "nvidia-a100-sxm4-80gb"),
+    "a100x2-mig-one-empty": ("NVIDIA-A100-SXM4-80GB", "2", "81920", ("535", "183", "01", "535.183.01"), "12.2",
+                             "nvidia-a100-sxm4-80gb"),
+    "h100-memory-info-not-supported": ("NVIDIA-H100-80GB-HBM3", "1", None, ("550", "127", "05", "550.127.05"), "12.4",
+                                       "nvidia-h100-80gb-hbm3"),
+    "h100-mig-me": ("NVIDIA-H100-80GB-HBM3", "1", "81559", ("550", "127", "05", "550.127.05"), "12.4",
+                    "nvidia-h100-80gb-hbm3"),
+    "t4-compute-capability-not-supported": ("Tesla-T4", "1", "15360", ("535", "183", "01", "535.183.01"), "12.2",
+                                            "nvidia-tesla-t4"),
     "failure-driver-not-loaded": None,
     "failure-no-permission": None,
 }
@@ -72,7 +95,8 @@ def test_every_profile_has_an_expectation():
 
 @pytest.mark.parametrize("name", _profiles())
 def test_labels_for_every_profile(name):
-    labels = nvlabels.labels_for_facts(facts_from_profile(name))
+    facts = facts_from_profile(name)
+    labels = nvlabels.labels_for_facts(facts)
     if EXPECTED[name] is None:  # NVML did not answer: no count, so no labels at all
         assert labels == {}
         return
@@ -81,25 +105,38 @@ def test_labels_for_every_profile(name):
         "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": product, "nvidia.com/gpu.count": count,
         "nvidia.com/gpu.memory": memory, "nvidia.com/cuda.driver-version.major": driver[0],
         "nvidia.com/cuda.driver-version.minor": driver[1], "nvidia.com/cuda.driver-version.full": driver[3],
+        "nvidia.com/cuda.driver-version.revision": driver[2] or "",
         "nvidia.com/cuda.runtime-version.major": cuda.split(".")[0],
         "nvidia.com/cuda.runtime-version.minor": cuda.split(".")[1], "nvidia.com/cuda.runtime-version.full": cuda,
         "accelerator": slug,
     }
-    if driver[2] is not None:
-        want["nvidia.com/cuda.driver-version.revision"] = driver[2]
-    assert labels == want
+    if memory is None:  # NVML did not tell the memory: no label (GFD writes none for 0 either)
+        assert "nvidia.com/gpu.memory" not in labels
+        del want["nvidia.com/gpu.memory"]
+    assert dict((k, labels.get(k)) for k in want) == want
+    cc = facts["devices"][0].get("compute_capability")
+    assert labels.get("nvidia.com/gpu.compute.major") == (cc.split(".")[0] if cc else None)
+    # the deprecated forms GFD writes too, the deploy labels, and no sharing under the default config
+    assert labels["nvidia.com/cuda.driver.rev"] == (driver[2] or "")
+    assert labels["nvidia.com/cuda.runtime.minor"] == cuda.split(".")[1]
+    assert labels["nvidia.com/gpu.deploy.device-plugin"] == labels["nvidia.com/gpu.deploy.gpu-feature-discovery"] == "true"
+    # GPUs in MIG mode are labelled without sharing: replicas 0 (lm/mig-strategy.go NewGPUResourceLabelerWithoutSharing)
+    all_mig = all(d.get("mig", {}).get("current") for d in facts["devices"] if d.get("name"))
+    assert labels["nvidia.com/gpu.replicas"] == ("0" if all_mig else "1")
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "none"
+    assert labels["nvidia.com/mps.capable"] == "false" and "nvidia.com/mig.strategy" not in labels
     for key, value in labels.items():
         assert names.is_valid_label_key(key) and names.is_valid_label_value(value), (key, value)
 
 
-def test_first_gpu_names_a_mixed_node():
+def test_first_gpu_names_a_mixed_node_and_counts_its_model():
     facts = facts_from_profile("v100x4")
     facts["devices"][0] = dict(facts["devices"][0], name="Tesla T4", product_slug="nvidia-tesla-t4", memory_total_mib=15109)
     labels = nvlabels.labels_for_facts(facts)
     assert labels["nvidia.com/gpu.product"] == "Tesla-T4"
     assert labels["accelerator"] == "nvidia-tesla-t4"
     assert labels["nvidia.com/gpu.memory"] == "15109"
-    assert labels["nvidia.com/gpu.count"] == "4"
+    assert labels["nvidia.com/gpu.count"] == "1"  # GFD counts per model (lm/mig-strategy.go newGPULabelers)
 
 
 def test_unhealthy_first_gpu_is_skipped_for_the_model():
@@ -203,7 +240,8 @@ def test_owned_labels_reads_managed_fields():
 def test_plan_unchanged():
     current = node("n", {"a": "1", "other": "x"}, {nl.FIELD_MANAGER: ["a"], "kubectl": ["other"]})
     plan = nl.plan_node(current, {"a": "1"})
-    assert plan == {"patch": False, "labels_set": {}, "labels_removed": [], "before": {"a": "1"}, "after": {"a": "1"}}
+    assert plan == {"wanted": {"a": "1"}, "patch": False, "labels_set": {}, "labels_removed": [], "labels_released": [],
+                    "release": [], "before": {"a": "1"}, "after": {"a": "1"}}
 
 
 def test_plan_change_add_and_remove():
@@ -321,7 +359,7 @@ def test_absent_without_nodes_cleans_every_node_we_labelled():
     core = FakeCore([labelled, node("b", {"x": "y"}, {"k": ["x"]})])
     result = run(params(state="absent"), labeller(core))
     assert result["nodes"] == {"a": {"status": "changed", "labels": {}, "labels_set": {},
-                                     "labels_removed": ["nvidia.com/gpu.count"]}}
+                                     "labels_removed": ["nvidia.com/gpu.count"], "labels_released": []}}
     assert core.patches[0][1]["metadata"]["labels"] == {}
     assert core.nodes["a"]["metadata"]["labels"] == {"x": "y"}
 
@@ -403,3 +441,94 @@ def test_unexpected_errors_keep_their_traceback():
     except KeyError as exc:
         result = fail_args(exc)
     assert result["msg"].startswith("unexpected error: KeyError") and "Traceback" in result["exception"]
+
+
+# ---- soft keys (the deploy labels) and releasing labels to GPU feature discovery ------------------------------
+
+DEPLOY = "nvidia.com/gpu.deploy.device-plugin"
+
+
+@pytest.mark.parametrize("current, owners, included", [
+    ({}, {}, True),  # absent: ours
+    ({DEPLOY: "true"}, {"gpu-operator": [DEPLOY]}, True),  # already "true": applied (co-owned)
+    ({DEPLOY: "paused-for-mig-change"}, {"nvidia-mig-manager": [DEPLOY]}, False),  # never overwritten
+    ({DEPLOY: "false"}, {"kubectl-label": [DEPLOY]}, False),
+])
+def test_soft_keys_are_only_set_where_absent_or_equal(current, owners, included):
+    plan = nl.plan_node(node("n", current, owners), {DEPLOY: "true", "a": "1"}, soft=(DEPLOY,))
+    assert (DEPLOY in plan["wanted"]) is included
+    assert plan["labels_set"] == dict({"a": "1"}, **({DEPLOY: "true"} if included and not current else {}))
+    assert plan["labels_removed"] == []
+    assert plan["after"].get(DEPLOY) == ("true" if included else None)  # a value not ours is not involved
+
+
+def test_labels_taken_over_are_released_not_removed():
+    current = node("n", {"gpu.product": "T4", "gpu.count": "1", "mine": "x", "stale": "s"},
+                   {nl.FIELD_MANAGER: ["gpu.product", "gpu.count", "mine", "stale"], "nfd-master": ["gpu.count"]})
+    plan = nl.plan_node(current, {"mine": "x"}, releases=lambda key: key.startswith("gpu."))
+    assert plan["labels_released"] == ["gpu.count", "gpu.product"]
+    assert plan["release"] == ["gpu.product"]  # only ours: our ownership must go before the apply; gpu.count is co-owned
+    assert plan["labels_removed"] == ["stale"] and plan["labels_set"] == {}
+    assert plan["patch"] is True
+    assert plan["after"] == {"mine": "x"} and "gpu.product" not in plan["before"]
+
+
+def test_without_ownership_drops_only_our_apply_entry_keys():
+    managed = node("n", {}, {nl.FIELD_MANAGER: ["a", "b"], "other": ["a"]})["metadata"]["managedFields"]
+    out = nl.without_ownership(managed, ["a"])
+    assert out[0]["fieldsV1"] == {"f:metadata": {"f:labels": {"f:b": {}}}} and out[1] == managed[1]
+    assert [e["manager"] for e in nl.without_ownership(managed, ["a", "b"])] == ["other"]
+
+
+class ReleasingCore(FakeCore):
+    """FakeCore that also reads nodes and takes merge patches of managedFields, guarded by resourceVersion."""
+
+    def __init__(self, nodes, conflicts=0):
+        super(ReleasingCore, self).__init__(nodes)
+        self.conflicts = conflicts
+        self.merges = []
+        for item in self.nodes.values():
+            item["metadata"]["resourceVersion"] = "1"
+
+    def read_node(self, name, **kwargs):
+        assert kwargs["_preload_content"] is False
+        return Response(self.nodes[name])
+
+    def patch_node(self, name, body, **kwargs):
+        if kwargs.get("_content_type") != "application/merge-patch+json":
+            response = super(ReleasingCore, self).patch_node(name, body, **kwargs)
+            self.nodes[name]["metadata"]["resourceVersion"] = "9"
+            return response
+        assert set(body["metadata"]) == {"resourceVersion", "managedFields"}
+        current = self.nodes[name]
+        if self.conflicts:
+            self.conflicts -= 1
+            current["metadata"]["resourceVersion"] = str(int(current["metadata"]["resourceVersion"]) + 1)
+            raise api_error(409)
+        assert body["metadata"]["resourceVersion"] == current["metadata"]["resourceVersion"]
+        self.merges.append((name, body))
+        current["metadata"]["managedFields"] = body["metadata"]["managedFields"]
+        return Response(current)
+
+
+@pytest.mark.parametrize("conflicts", [0, 2])
+def test_run_releases_gfd_labels_and_keeps_them(conflicts):
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import gfd
+    t4 = nvlabels.labels_for_facts(facts_from_profile("t4"))
+    core = ReleasingCore([node("a", t4, {nl.FIELD_MANAGER: list(t4)})], conflicts=conflicts)
+    lab = labeller(core)
+    labels_for, soft, releases = nvlabels.node_rules({"gfd": True})
+    check = nl.run(params(nodes={"a": facts_from_profile("t4")}), lab, labels_for, check_mode=True, soft=soft,
+                   releases=releases)
+    assert core.merges == [] and core.patches == []
+    result = nl.run(params(nodes={"a": facts_from_profile("t4")}), lab, labels_for, soft=soft, releases=releases,
+                    want_diff=True)
+    assert result["nodes"]["a"] == check["nodes"]["a"]
+    released = sorted(k for k in t4 if gfd.owns(k))
+    assert result["nodes"]["a"]["labels_released"] == released and result["nodes"]["a"]["labels_removed"] == []
+    assert result["changed"] is False and result["diff"] == []
+    assert len(core.merges) == 1 and lab.waits == [0.5, 1.0][:conflicts]
+    assert core.nodes["a"]["metadata"]["labels"] == t4  # every label stayed
+    assert sorted(nl.owned_labels(core.nodes["a"])) == sorted(k for k in t4 if not gfd.owns(k))
+    again = nl.run(params(nodes={"a": facts_from_profile("t4")}), lab, labels_for, soft=soft, releases=releases)
+    assert again["nodes"]["a"]["labels_released"] == [] and len(core.merges) == 1 and len(core.patches) == 1
