@@ -1,0 +1,334 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""NVIDIA's own libraries judge the fake NVML: sandbox/nvlibprobe walks the GPUs through go-nvml and go-nvlib the way
+the device plugin and GPU feature discovery do (see sandbox/nvlibprobe/README.md).
+
+Every shipped profile goes through it: the process must not die of a missing symbol (go-nvml binds NVML entry points
+directly, so a function the fake lacks is exit 127, "symbol lookup error"), and every name and value go-nvlib reports
+must be the profile's, MIG profile names (``1g.10gb+me``, ``1c.2g.20gb``) included: those are go-nvlib's own
+computation from what the fake answers, not the profile's string read back.
+
+The binary is ``$NVLIBPROBE`` (``make test`` passes it), else the cached one ``make nvlibprobe`` builds.
+"""
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from setup_steps import missing_setup
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILES_DIR = ROOT / 'sandbox' / 'profiles'
+PROBE_DIR = ROOT / 'sandbox' / 'nvlibprobe'
+README = ROOT / 'sandbox' / 'fakenvml' / 'README.md'
+PROFILE_NAMES = sorted(path.stem for path in PROFILES_DIR.glob('*.json'))
+MIB = 1024 * 1024
+
+# go-nvlib pkg/nvlib/device/device.go: GetArchitectureAsString, GetBrandAsString
+ARCHITECTURES = {'kepler': 'Kepler', 'maxwell': 'Maxwell', 'pascal': 'Pascal', 'volta': 'Volta', 'turing': 'Turing',
+                 'ampere': 'Ampere', 'ada': 'Ada Lovelace', 'hopper': 'Hopper', 'blackwell': 'Blackwell'}
+BRANDS = {'unknown': 'Unknown', 'quadro': 'Quadro', 'tesla': 'Tesla', 'nvs': 'NVS', 'grid': 'Grid',
+          'geforce': 'GeForce', 'titan': 'Titan', 'nvidia_vapps': 'NvidiaVApps', 'nvidia_vpc': 'NvidiaVPC',
+          'nvidia_vcs': 'NvidiaVCS', 'nvidia_vws': 'NvidiaVWS', 'nvidia_cloud_gaming': 'NvidiaCloudGaming',
+          'quadro_rtx': 'QuadroRTX', 'nvidia_rtx': 'NvidiaRTX', 'nvidia': 'Nvidia', 'geforce_rtx': 'GeForceRTX',
+          'titan_rtx': 'TitanRTX'}
+# The fake's nvmlErrorString texts (fakenvml.c) for the codes the shipped profiles inject: go-nvlib quotes them.
+ERROR_TEXTS = {'NOT_SUPPORTED': 'Not Supported', 'GPU_IS_LOST': 'GPU is lost'}
+NO_ECC_BRANDS = ('geforce', 'titan', 'geforce_rtx', 'titan_rtx')
+XID, SBE, DBE = 0x8, 0x1, 0x2
+TOPOLOGY_NODE, TOPOLOGY_SYSTEM = 40, 50
+
+
+def probe_versions():
+    """go-nvlib-v0.13.0_go-nvml-v0.13.4-1: the cache key rules.mk derives from go.mod."""
+    text = (PROBE_DIR / 'go.mod').read_text(encoding='utf-8')
+    pins = re.findall(r'^\s*github\.com/NVIDIA/(go-nvlib|go-nvml) (v\S+)', text, re.M)
+    return '_'.join('%s-%s' % pin for pin in pins)
+
+
+def probe_binary():
+    wanted = os.environ.get('NVLIBPROBE')
+    if wanted:
+        return Path(wanted)
+    cache = Path(os.environ.get('CACHE_DIR') or Path.home() / '.cache' / 'kubegpu')
+    return cache / 'nvlibprobe' / probe_versions() / 'nvlibprobe'
+
+
+@pytest.fixture(scope='module')
+def probe(fake_nvml_dir):
+    binary = probe_binary()
+    if not os.access(binary, os.X_OK):
+        missing_setup('no nvlibprobe binary at %s; build it with `make nvlibprobe` (or set NVLIBPROBE)' % binary)
+
+    def run(profile, lib_dir=fake_nvml_dir, extra_env=None):
+        env = dict(os.environ, LD_LIBRARY_PATH=str(lib_dir), FAKE_NVML_PROFILE=str(profile), **(extra_env or {}))
+        return subprocess.run([str(binary)], env=env, capture_output=True, text=True, timeout=120, check=False)
+
+    def report(profile):
+        proc = run(profile)
+        assert 'symbol lookup error' not in proc.stderr, proc.stderr
+        assert proc.returncode == 0, 'nvlibprobe exited %d:\n%s' % (proc.returncode, proc.stderr)
+        return json.loads(proc.stdout)
+
+    run.report = report
+    return run
+
+
+def load(name):
+    with open(PROFILES_DIR / ('%s.json' % name), encoding='utf-8') as handle:
+        return json.load(handle)
+
+
+# --------------------------------------------------------------------------- what go-nvlib must report
+
+def injected(function, *maps):
+    """The return code a profile injects for function (exact name first, then without _vN), or None."""
+    base = re.sub(r'_v[0-9]+$', '', function)
+    for errors in maps:
+        for name in (function, base):
+            if name in (errors or {}):
+                return errors[name]
+    return None
+
+
+def nvml(value, function, *maps):
+    code = injected(function, *maps)
+    return {'error': code} if code else value
+
+
+def nvlib(value, function, message, *maps):
+    code = injected(function, *maps)
+    return {'error': '%s: %s' % (message, ERROR_TEXTS[code])} if code else value
+
+
+def go_nvlib_bus_id(pci_bus_id):
+    """go-nvlib GetPCIBusID: lower case, a leading 0000 of the 8-digit domain dropped."""
+    bus_id = pci_bus_id.lower()
+    return bus_id[4:] if re.match(r'^0{4}[0-9a-f]{4}:', bus_id) else bus_id
+
+
+def expected_mig(gpu, slot, mig):
+    attributes = {'memory_mib': mig['memory_mib'], 'multiprocessors': mig['multiprocessor_count'],
+                  'gpu_instance_slices': mig['gpu_instance_slices'],
+                  'compute_instance_slices': mig['compute_instance_slices'],
+                  'copy_engines': mig.get('copy_engine_count', 0), 'decoders': mig.get('decoder_count', 0),
+                  'encoders': mig.get('encoder_count', 0), 'jpegs': mig.get('jpeg_count', 0),
+                  'ofas': mig.get('ofa_count', 0)}
+    return {'slot': slot, 'uuid': mig['uuid'], 'name': '%s MIG %s' % (gpu['name'], mig['profile']),
+            'profile': mig['profile'], 'gpu_instance_id': mig['gpu_instance_id'],
+            'compute_instance_id': mig['compute_instance_id'], 'attributes': attributes,
+            'memory_total_bytes': mig['memory_mib'] * MIB}
+
+
+def expected_device(index, gpu, top):
+    maps = (gpu.get('errors'), top)
+    lost = injected('nvmlDeviceGetHandleByIndex_v2', *maps)
+    if lost:
+        return {'index': index, 'handle': {'error': lost}}
+    major, minor = gpu['compute_capability'].split('.')
+    mig = gpu.get('mig', {})
+    capable, current = mig.get('capable', False), mig.get('current', False)
+    fabric = gpu.get('fabric', {})
+    # go-nvlib IsFabricAttached: state COMPLETED, status SUCCESS, a cluster UUID that is not all zero
+    attached = (bool(fabric) and fabric.get('state', 'completed') == 'completed'
+                and fabric.get('status', 'SUCCESS') == 'SUCCESS' and fabric['cluster_uuid'].strip('0-') != '')
+    return {
+        'index': index,
+        'name': nvml(gpu['name'], 'nvmlDeviceGetName', *maps),
+        'uuid': nvml(gpu['uuid'], 'nvmlDeviceGetUUID', *maps),
+        'minor_number': nvml(gpu.get('minor_number', index), 'nvmlDeviceGetMinorNumber', *maps),
+        'memory_total_bytes': nvml(gpu['memory_total_mib'] * MIB, 'nvmlDeviceGetMemoryInfo', *maps),
+        'cuda_compute_capability': nvlib('%d.%d' % (int(major), int(minor)), 'nvmlDeviceGetCudaComputeCapability',
+                                         'error getting CUDA compute capability', *maps),
+        'architecture': nvlib(ARCHITECTURES[gpu['architecture']], 'nvmlDeviceGetArchitecture',
+                              'error getting device architecture', *maps),
+        'brand': nvlib(BRANDS[gpu['brand']], 'nvmlDeviceGetBrand', 'error getting device brand', *maps),
+        'pci_bus_id': go_nvlib_bus_id(gpu['pci_bus_id']),
+        'pci_device_id': '0x%08X' % int(gpu['pci_device_id'], 16),
+        'mig_capable': capable,
+        'mig_enabled': capable and current,
+        'fabric_attached': attached,
+        'coherent': False,
+        'mig_devices': [expected_mig(gpu, slot, m) for slot, m in enumerate(mig.get('devices', []))
+                        if capable and current],
+    }
+
+
+def expected_report(profile):
+    top = profile.get('errors', {})
+    init = injected('nvmlInit_v2', top)
+    if init:
+        return {'platform': 'nvml', 'init': init}
+    devices = profile['devices']
+    reachable = [i for i, gpu in enumerate(devices)
+                 if not injected('nvmlDeviceGetHandleByIndex_v2', gpu.get('errors'), top)]
+    walk = {'gpus': [], 'mig_devices': []}
+    for i, gpu in enumerate(devices):
+        if i not in reachable:
+            walk['error'] = "error getting device handle for index '%d': %s" % (i, ERROR_TEXTS['GPU_IS_LOST'])
+            walk['mig_error'] = 'error visiting devices: ' + walk['error']
+            walk['mig_devices'] = []
+            break
+        walk['gpus'].append(i)
+        mig = gpu.get('mig', {})
+        if mig.get('current'):
+            walk['mig_devices'] += ['%d:%d' % (i, j) for j in range(len(mig.get('devices', [])))]
+    registered = []
+    for i, gpu in enumerate(devices):
+        if i not in reachable:
+            registered.append({'error': injected('nvmlDeviceGetHandleByIndex_v2', gpu.get('errors'), top)})
+        elif 'event_types' in gpu:
+            named = {'xid_critical': XID, 'single_bit_ecc': SBE, 'double_bit_ecc': DBE}
+            registered.append(sum(bit for name, bit in named.items() if name in gpu['event_types']))
+        else:
+            registered.append(XID | (0 if gpu['brand'] in NO_ECC_BRANDS else SBE | DBE))
+    ancestors = [TOPOLOGY_NODE if devices[a].get('numa_node', 0) == devices[b].get('numa_node', 0) else TOPOLOGY_SYSTEM
+                 for a in reachable for b in reachable if a != b]
+    remotes = [[link.upper() for link in devices[i].get('nvlinks', [])] for i in reachable]
+    return {
+        'platform': 'nvml',
+        'init': 'SUCCESS',
+        'driver_version': nvml(profile['driver_version'], 'nvmlSystemGetDriverVersion', top),
+        'cuda_driver_version': nvml(profile['cuda_driver_version'], 'nvmlSystemGetCudaDriverVersion', top),
+        'nvml_version': nvml(profile.get('nvml_version', '%d.%s' % (profile['cuda_driver_version'] // 1000,
+                                                                      profile['driver_version'])),
+                             'nvmlSystemGetNVMLVersion', top),
+        'count': len(devices),
+        'walk': walk,
+        'devices': [expected_device(i, gpu, top) for i, gpu in enumerate(devices)],
+        'events': {'registered': registered, 'wait': 'TIMEOUT', 'free': 'SUCCESS'},
+        'topology': {'common_ancestors': ancestors, 'nvlink_remotes': remotes},
+    }
+
+
+def without_profile_ids(report):
+    for device in report.get('devices', []):
+        for mig in device.get('mig_devices', []):
+            mig.pop('profile_ids', None)
+    return report
+
+
+# --------------------------------------------------------------------------- every shipped profile
+
+@pytest.mark.parametrize('name', PROFILE_NAMES)
+def test_go_nvlib_sees_each_profile_as_written(probe, name):
+    seen = without_profile_ids(probe.report(PROFILES_DIR / ('%s.json' % name)))
+    assert seen == expected_report(load(name))
+
+
+def test_mig_on_with_no_mig_device(probe):
+    seen = probe.report(PROFILES_DIR / 'a100x2-mig-one-empty.json')
+    empty, used = seen['devices']
+    assert (empty['mig_enabled'], empty['mig_devices']) == (True, [])
+    assert [m['profile'] for m in used['mig_devices']] == ['3g.40gb', '3g.40gb']
+    assert seen['walk']['mig_devices'] == ['1:0', '1:1'] and 'mig_error' not in seen['walk']
+
+
+def test_compute_instances_of_one_gpu_instance(probe):
+    seen = probe.report(PROFILES_DIR / 'a100-mig-compute-instances.json')
+    migs = [m for m in seen['devices'][0]['mig_devices'] if m['profile'] == '1c.2g.20gb']
+    assert [(m['gpu_instance_id'], m['compute_instance_id']) for m in migs] == [(3, 0), (3, 1)]
+    # NVML_GPU_INSTANCE_PROFILE_2_SLICE with NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, the shared engine profile
+    assert {json.dumps(m['profile_ids'], sort_keys=True) for m in migs} == \
+        {json.dumps({'compute_instance': 0, 'engine': 0, 'gpu_instance': 1}, sort_keys=True)}
+
+
+def test_media_extension_profile_next_to_the_plain_one(probe):
+    seen = probe.report(PROFILES_DIR / 'h100-mig-me.json')
+    by_profile = {m['profile']: m for m in seen['devices'][0]['mig_devices']}
+    assert set(by_profile) == {'3g.40gb', '2g.20gb', '1g.10gb+me', '1g.10gb'}
+    assert by_profile['1g.10gb+me']['profile_ids']['gpu_instance'] == 7   # NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1
+    assert by_profile['1g.10gb']['profile_ids']['gpu_instance'] == 0
+    assert (by_profile['1g.10gb+me']['attributes']['ofas'], by_profile['1g.10gb']['attributes']['ofas']) == (1, 0)
+
+
+def test_one_profile_name_on_two_gpu_models(probe):
+    seen = probe.report(PROFILES_DIR / 'a100-h100-mig-same-profile.json')
+    a100, h100 = ([m for m in gpu['mig_devices']] for gpu in seen['devices'])
+    assert {m['profile'] for m in a100} == {m['profile'] for m in h100} == {'1g.10gb'}
+    assert a100[0]['attributes'] != h100[0]['attributes']
+    assert (a100[0]['attributes']['multiprocessors'], h100[0]['attributes']['multiprocessors']) == (14, 16)
+
+
+def test_not_supported_answers_reach_go_nvlib(probe):
+    seen = probe.report(PROFILES_DIR / 't4-compute-capability-not-supported.json')
+    assert seen['devices'][0]['cuda_compute_capability'] == {
+        'error': 'error getting CUDA compute capability: Not Supported'}
+    seen = probe.report(PROFILES_DIR / 'h100-memory-info-not-supported.json')
+    assert seen['devices'][0]['memory_total_bytes'] == {'error': 'NOT_SUPPORTED'}
+    assert (seen['devices'][0]['mig_capable'], seen['devices'][0]['mig_enabled']) == (True, False)
+
+
+def test_a_lost_gpu_ends_go_nvlib_walk_but_not_the_probe(probe):
+    seen = probe.report(PROFILES_DIR / 'failure-device-lost.json')
+    assert seen['walk']['gpus'] == [0] and 'GPU is lost' in seen['walk']['error']
+    assert seen['devices'][1] == {'index': 1, 'handle': {'error': 'GPU_IS_LOST'}}
+    assert seen['devices'][0]['name'] == 'Tesla T4'
+
+
+def test_fabric_and_nvlinks(probe, tmp_path):
+    gpu = {'name': 'NVIDIA H100 80GB HBM3', 'uuid': 'GPU-11111111-2222-3333-4444-555555555555',
+           'pci_bus_id': '00000000:18:00.0', 'pci_device_id': '0x233010DE', 'memory_total_mib': 81559,
+           'compute_capability': '9.0', 'architecture': 'hopper', 'brand': 'nvidia', 'numa_node': 0,
+           'nvlinks': ['00000000:05:00.0', '00000000:06:00.0'],
+           'fabric': {'cluster_uuid': '7f2c4c8e-1b2a-4d3e-9f10-112233445566', 'clique_id': 32766}}
+    other = dict(gpu, uuid='GPU-21111111-2222-3333-4444-555555555555', pci_bus_id='00000000:DB:00.0', minor_number=1,
+                 numa_node=1, fabric=dict(gpu['fabric'], state='in_progress'))
+    path = tmp_path / 'fabric.json'
+    path.write_text(json.dumps({'driver_version': '550.127.05', 'cuda_driver_version': 12040,
+                                'devices': [gpu, other]}), encoding='utf-8')
+    seen = probe.report(path)
+    assert [d['fabric_attached'] for d in seen['devices']] == [True, False]
+    assert seen['topology'] == {'common_ancestors': [TOPOLOGY_SYSTEM, TOPOLOGY_SYSTEM],
+                                'nvlink_remotes': [['00000000:05:00.0', '00000000:06:00.0']] * 2}
+
+
+def test_init_failures_are_reported(probe):
+    for name, code in (('failure-driver-not-loaded', 'DRIVER_NOT_LOADED'), ('failure-no-permission', 'NO_PERMISSION')):
+        assert probe.report(PROFILES_DIR / ('%s.json' % name)) == {'platform': 'nvml', 'init': code}
+
+
+# --------------------------------------------------------------------------- the judge itself
+
+def test_a_missing_symbol_kills_the_probe(probe, tmp_path):
+    """The judge can fail: against a library that lacks most of NVML, go-nvml's direct binding ends the process."""
+    source = tmp_path / 'tiny.c'
+    source.write_text('int nvmlInit_v2(void) { return 0; }\n'
+                      'int nvmlShutdown(void) { return 0; }\n'
+                      'const char *nvmlErrorString(int r) { (void)r; return "x"; }\n', encoding='utf-8')
+    lib = tmp_path / 'libnvidia-ml.so.1'
+    subprocess.run(['cc', '-shared', '-fPIC', '-o', str(lib), str(source)], check=True)
+    proc = probe(PROFILES_DIR / 't4.json', lib_dir=tmp_path)
+    assert proc.returncode == 127 and 'symbol lookup error' in proc.stderr, (proc.returncode, proc.stderr)
+
+
+def readme_functions():
+    """Every nvml* name the fake NVML README's "Who calls what" table names."""
+    text = README.read_text(encoding='utf-8')
+    section = text.split('Who calls what', 1)[1].split('\n\n', 2)[1]
+    return set(re.findall(r'`(nvml\w+)`', section))
+
+
+def test_every_symbol_go_nvlib_binds_is_exported_and_in_the_readme(probe, tmp_path, fake_nvml_dir):
+    """What the probe binds on the richest profiles (LD_DEBUG=bindings) is in the fake and in the README's table."""
+    exported = set(re.findall(r' T (nvml\w+)$', subprocess.run(
+        ['nm', '-D', '--defined-only', str(fake_nvml_dir / 'libnvidia-ml.so.1')],
+        capture_output=True, text=True, check=True).stdout, re.M))
+    bound = set()
+    for name in ('a100x8-mig-mixed', 'h100-mig-me', 'a100-mig-compute-instances'):
+        log = tmp_path / name
+        proc = probe(PROFILES_DIR / ('%s.json' % name), extra_env={'LD_DEBUG': 'bindings',
+                                                                    'LD_DEBUG_OUTPUT': str(log)})
+        assert proc.returncode == 0, proc.stderr
+        for path in tmp_path.glob(name + '.*'):
+            bound |= set(re.findall(r"to \S*libnvidia-ml\.so\.1 \[0\]: normal symbol `(nvml\w+)'",
+                                    path.read_text(encoding='utf-8', errors='replace')))
+    assert {'nvmlInit_v2', 'nvmlDeviceGetGpuInstanceById', 'nvmlEventSetWait_v2'} <= bound, sorted(bound)
+    assert bound <= exported, sorted(bound - exported)
+    assert bound <= readme_functions() | {'nvmlErrorString'}, sorted(bound - readme_functions())
+
+
+def test_probe_cache_key_follows_the_pins():
+    assert probe_versions() == 'go-nvlib-v0.13.0_go-nvml-v0.13.4-1'
