@@ -151,6 +151,11 @@ ansible_facts:
               type: str
               returned: when healthy
               sample: 00000000:3B:00.0
+            minor_number:
+              description: The GPU's minor number (its C(/dev/nvidia<minor>) device node).
+              type: int
+              returned: when healthy
+              sample: 0
             compute_capability:
               description: CUDA compute capability.
               type: str
@@ -186,6 +191,15 @@ ansible_facts:
                   type: bool
                   returned: always
                   sample: true
+                profiles:
+                  description:
+                    - The MIG profiles the GPU offers, named and ordered as go-nvlib lists them for NVIDIA's device
+                      plugin (every GPU instance profile NVML answers for, and the compute instance profiles that fit
+                      in it), whether MIG is on or not.
+                  type: list
+                  elements: str
+                  returned: always
+                  sample: ["1g.10gb", "1c.2g.20gb", "2g.20gb", "3g.40gb"]
                 devices:
                   description: The MIG devices when MIG is on.
                   type: list
@@ -198,10 +212,36 @@ ansible_facts:
                       returned: always
                       sample: MIG-9df40cf6-fdfa-5aba-924b-2e1c28d8a2f0
                     profile:
-                      description: Profile name as nvidia-smi and the device plugin name it.
+                      description:
+                        - Profile name as go-nvlib gives it to the device plugin (C(1g.10gb), C(1g.10gb+me),
+                          C(1c.2g.20gb)), found from the device's GPU and compute instance profiles, its memory and the
+                          GPU's; C(null) when NVML does not answer that walk (see RV(ansible_facts.gpu.devices[].mig.devices[].nvml_returns)).
                       type: str
                       returned: always
                       sample: 1g.10gb
+                    gpu_instance_profile:
+                      description: The NVML GPU instance profile constant (C(NVML_GPU_INSTANCE_PROFILE_*)) of its GPU instance.
+                      type: int
+                      returned: always
+                      sample: 0
+                    compute_instance_profile:
+                      description: The NVML compute instance profile constant (C(NVML_COMPUTE_INSTANCE_PROFILE_*)).
+                      type: int
+                      returned: always
+                      sample: 0
+                    attributes:
+                      description: NVML's attributes of the MIG device (C(nvmlDeviceAttributes_t)), which the device
+                        plugin compares to tell MIG device types apart.
+                      type: dict
+                      returned: always
+                      sample: {"multiprocessorCount": 14, "sharedCopyEngineCount": 1, "sharedDecoderCount": 0,
+                               "sharedEncoderCount": 0, "sharedJpegCount": 0, "sharedOfaCount": 0,
+                               "gpuInstanceSliceCount": 1, "computeInstanceSliceCount": 1, "memorySizeMB": 9728}
+                    nvml_returns:
+                      description: The NVML calls for this MIG device that did not succeed, with NVML's return code name.
+                      type: dict
+                      returned: always
+                      sample: {}
                     memory_mib:
                       description: Memory of the MIG device in MiB.
                       type: int
@@ -232,6 +272,15 @@ ansible_facts:
               type: dict
               returned: always
               sample: {"handle": "GPU is lost"}
+            nvml_returns:
+              description:
+                - Every NVML call for this GPU that did not succeed, by function name, with NVML's return code name
+                  (C(NOT_SUPPORTED), C(GPU_IS_LOST), ...). NVIDIA's device plugin decides on exactly these answers (a
+                  lost GPU or an unanswered compute capability ends it), so M(kubegpu.cluster.device_plugin_deploy)
+                  predicts from them.
+              type: dict
+              returned: always
+              sample: {"nvmlDeviceGetHandleByIndex": "GPU_IS_LOST"}
         pci:
           description: NVIDIA display and 3D controllers on the PCI bus (vendor C(0x10de)), read from sysfs.
           type: list

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
 # GPU feature discovery's family names by CUDA compute capability (major, minor) (k8s-device-plugin internal/lm).
@@ -86,19 +87,74 @@ def cuda_version_string(value):
     return "%d.%d" % (value // 1000, (value % 1000) // 10)
 
 
-def mig_profile_name(gpu_instance_slices, compute_instance_slices, memory_mib, total_memory_mib):
-    """Name a MIG device the way nvidia-smi and the device plugin do: ``1g.10gb``, or ``1c.2g.20gb``.
+# MIG profile naming, as go-nvlib names a MIG device for the device plugin and GPU feature discovery (go-nvlib
+# pkg/nvlib/device/mig_profile.go NewMigProfile and String, mig_device.go GetProfile; v0.13.0, read from the Go
+# module). NVML's profile constants (nvml.h, as go-nvml pkg/nvml/const.go and pynvml spell them) map to slices and
+# attributes; "1c.2g.20gb" when the compute instance is smaller than its GPU instance.
+GPU_INSTANCE_PROFILE_COUNT = 18
+COMPUTE_INSTANCE_PROFILE_COUNT = 9
+COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT = 1
+# NVML_GPU_INSTANCE_PROFILE_* -> (slices, attributes, negative attributes); constants go-nvlib does not know are absent
+_GPU_INSTANCE_PROFILES = {
+    0: (1, (), ()), 1: (2, (), ()), 2: (3, (), ()), 3: (4, (), ()), 4: (7, (), ()), 5: (8, (), ()), 6: (6, (), ()),
+    7: (1, ("me",), ()),        # 1_SLICE_REV1: 1g.10gb+me
+    8: (2, ("me",), ()),        # 2_SLICE_REV1
+    9: (1, (), ()),             # 1_SLICE_REV2: 1g.20gb
+    10: (1, ("gfx",), ()), 11: (2, ("gfx",), ()), 12: (4, ("gfx",), ()),
+    13: (1, (), ("me",)), 14: (2, (), ("me",)),            # *_NO_ME: 1g.24gb-me
+    15: (1, ("me.all",), ()), 16: (2, ("me.all",), ()),    # *_ALL_ME
+}
+# NVML_COMPUTE_INSTANCE_PROFILE_* -> slices
+_COMPUTE_INSTANCE_PROFILES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7, 5: 8, 6: 6, 7: 1, 8: 7}
 
-    The memory part is not the slice's own memory rounded: NVIDIA takes the slice's share of the whole GPU's memory,
-    rounds it up to eighths, and multiplies by the GPU's memory in whole GiB (rounded up). An A100-80GB (81920 MiB)
-    has 9856 MiB in a 1g slice (share 0.12 -> 1/8 -> ``10gb``) and 80896 MiB in a 7g slice (-> 8/8 -> ``80gb``).
-    """
-    total_gib = (int(total_memory_mib) + 1023) // 1024
-    eighths = -(-int(memory_mib) * 8 // int(total_memory_mib))  # ceiling division
-    gib = int(round(eighths * total_gib / 8.0))
-    if compute_instance_slices and compute_instance_slices != gpu_instance_slices:
-        return "%dc.%dg.%dgb" % (compute_instance_slices, gpu_instance_slices, gib)
-    return "%dg.%dgb" % (gpu_instance_slices, gib)
+
+def gpu_instance_slices(gpu_instance_profile):
+    """Slices of an NVML GPU instance profile constant, or ``None`` for one go-nvlib does not know."""
+    entry = _GPU_INSTANCE_PROFILES.get(gpu_instance_profile)
+    return entry[0] if entry else None
+
+
+def mig_memory_gb(memory_mib, total_memory_bytes):
+    """The ``<n>gb`` of a MIG profile: the instance's share of the GPU's memory rounded up to eighths, times the
+    GPU's memory in whole GiB rounded up, rounded half away from zero (go-nvlib getMigMemorySizeGB)."""
+    total_gib = (int(total_memory_bytes) + (1 << 30) - 1) >> 30
+    share = math.ceil(int(memory_mib) * (1 << 20) / float(total_memory_bytes) * 8) / 8.0
+    return int(math.floor(share * total_gib + 0.5))
+
+
+def mig_profile_name(gpu_instance_profile, compute_instance_profile, memory_mib, total_memory_bytes):
+    """Name a MIG device the way go-nvlib does (``1g.10gb``, ``1g.10gb+me``, ``1c.2g.20gb``, ``1g.24gb-me``) from its
+    GPU and compute instance profile constants, its memory (``memorySizeMB`` of its attributes) and the whole GPU's
+    memory in bytes. Raises ValueError for a constant go-nvlib refuses ("invalid GPU Instance Profile ID")."""
+    if gpu_instance_profile not in _GPU_INSTANCE_PROFILES:
+        raise ValueError("invalid GPU Instance Profile ID: %s" % gpu_instance_profile)
+    if compute_instance_profile not in _COMPUTE_INSTANCE_PROFILES:
+        raise ValueError("invalid Compute Instance Profile ID: %s" % compute_instance_profile)
+    g, attributes, negative = _GPU_INSTANCE_PROFILES[gpu_instance_profile]
+    c = _COMPUTE_INSTANCE_PROFILES[compute_instance_profile]
+    suffix = ""
+    if attributes:
+        suffix = "+" + ",".join(attributes)
+    if negative:
+        suffix = "-" + ",".join(negative)
+    gb = mig_memory_gb(memory_mib, total_memory_bytes)
+    if c == g:
+        return "%dg.%dgb%s" % (g, gb, suffix)
+    return "%dc.%dg.%dgb%s" % (c, g, gb, suffix)
+
+
+_PROFILE = re.compile(r"^(?:(?P<c>[0-9]+)c\.)?(?P<g>[0-9]+)g\.(?P<gb>[0-9]+)gb(?P<attrs>[+-].+)?$")
+
+
+def mig_profile_parts(profile):
+    """``(c, g, gb, attributes)`` of a profile name (``c`` equals ``g`` when the name has no ``<c>c.`` part), or
+    ``None`` for text that is not a profile name."""
+    match = _PROFILE.match(profile or "")
+    if not match:
+        return None
+    g = int(match.group("g"))
+    c = int(match.group("c")) if match.group("c") else g
+    return c, g, int(match.group("gb")), match.group("attrs") or ""
 
 
 def parse_version(text):

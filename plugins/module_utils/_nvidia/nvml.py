@@ -26,6 +26,11 @@ STATUS_ERROR = "error"
 
 # NVML return codes that mean "this GPU or driver does not have that", not "something broke".
 _ABSENT_CODES = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND", "NVML_ERROR_NOT_FOUND")
+# The attribute fields of nvmlDeviceAttributes_t, in the struct's order (the device plugin compares the whole struct)
+_ATTRIBUTE_FIELDS = (
+    "multiprocessorCount", "sharedCopyEngineCount", "sharedDecoderCount", "sharedEncoderCount", "sharedJpegCount",
+    "sharedOfaCount", "gpuInstanceSliceCount", "computeInstanceSliceCount", "memorySizeMB",
+)
 
 
 def _text(value):
@@ -34,21 +39,41 @@ def _text(value):
     return value
 
 
+def _code_names(nvml):
+    """NVML's return code values to their names without the ``NVML_ERROR_`` prefix (``GPU_IS_LOST``)."""
+    names = {}
+    for attr in dir(nvml):
+        if attr.startswith("NVML_ERROR_") and isinstance(getattr(nvml, attr), int):
+            names.setdefault(getattr(nvml, attr), attr[len("NVML_ERROR_"):])
+    return names
+
+
 class _Reader(object):
-    """Calls NVML functions and records, per device, what could not be read and why."""
+    """Calls NVML functions and records what did not succeed: per object, every NVML function that answered
+    something else than success, by its return code's name (``returns``, what NVIDIA's device plugin decides on), and
+    the failures other than "not supported" with NVML's text (``errors``, for people)."""
 
     def __init__(self, nvml):
         self.nvml = nvml
         self.absent_codes = set(getattr(nvml, name) for name in _ABSENT_CODES if hasattr(nvml, name))
+        self.code_names = _code_names(nvml)
 
-    def call(self, errors, field, func_name, *args):
-        """Return ``func(*args)`` or ``None``; failures other than "not supported" are noted in ``errors[field]``."""
+    def code(self, exc):
+        value = getattr(exc, "value", None)
+        return self.code_names.get(value, str(value))
+
+    def call(self, errors, field, func_name, *args, **kwargs):
+        """Return ``func(*args)`` or ``None``; a failure is noted in ``returns[func_name]`` (when given) and, unless
+        it means "not supported", in ``errors[field]``."""
+        returns = kwargs.get("returns")
         func = getattr(self.nvml, func_name, None)
         if func is None:
             return None  # an older nvidia-ml-py without this call: the value is simply unknown
         try:
             return func(*args)
         except self.nvml.NVMLError as exc:
+            if returns is not None:
+                returns[func_name] = self.code(exc)
             if getattr(exc, "value", None) not in self.absent_codes:
                 errors[field] = str(exc)
             return None
@@ -75,33 +100,124 @@ def _library_error_string(nvml, code, fallback):
     return text or fallback
 
 
-def _mig_devices(reader, handle, total_memory_mib, errors):
+def _gpu_instance_profiles(reader, handle, returns):
+    """``{NVML GPU instance profile constant: profile info}`` of every profile the GPU answers for, probed as go-nvlib
+    does (pkg/nvlib/device/device.go VisitMigProfiles: NOT_SUPPORTED and INVALID_ARGUMENT skip a constant; any other
+    failure is recorded under ``nvmlDeviceGetGpuInstanceProfileInfo`` and ends the walk, as it ends go-nvlib's)."""
+    nvml = reader.nvml
+    skip = set(getattr(nvml, name) for name in ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_INVALID_ARGUMENT")
+               if hasattr(nvml, name))
+    found = {}
+    func = getattr(nvml, "nvmlDeviceGetGpuInstanceProfileInfo", None)
+    if func is None:
+        return found
+    for constant in range(naming.GPU_INSTANCE_PROFILE_COUNT):
+        try:
+            found[constant] = func(handle, constant, 1)  # version 1: the entry point go-nvlib calls (pynvml's default is V)
+        except nvml.NVMLError as exc:
+            if getattr(exc, "value", None) in skip:
+                continue
+            returns["nvmlDeviceGetGpuInstanceProfileInfo"] = reader.code(exc)
+            break
+    return found
+
+
+def _supported_profiles(gi_profiles, total_bytes):
+    """The MIG profile names a GPU offers, in go-nvlib's order (VisitMigProfiles: every GPU instance profile, every
+    compute instance profile that fits it by go-nvlib's rule ``c <= g`` and, when smaller, ``2c <= g + 1``)."""
+    names = []
+    for constant, info in sorted(gi_profiles.items()):
+        g = naming.gpu_instance_slices(constant)
+        if g is None:
+            continue
+        for ci in range(naming.COMPUTE_INSTANCE_PROFILE_COUNT):
+            name = naming.mig_profile_name(constant, ci, int(info.memorySizeMB), total_bytes)
+            c, g, _gb, _attrs = naming.mig_profile_parts(name)
+            if c > g or (c < g and c * 2 > g + 1):
+                continue
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def _mig_profile(reader, handle, ids, attrs, total_bytes, gi_profiles, returns):
+    """``(gpu instance profile, compute instance profile, name)`` of a MIG device, found as go-nvlib's GetProfile
+    finds it (pkg/nvlib/device/mig_device.go): its GPU and compute instance by id, their profile ids matched against
+    the GPU's profile infos; ``(None, None, None)`` when a call fails (recorded in ``returns``)."""
+    nvml = reader.nvml
+    none = (None, None, None)
+    errors = {}
+    gi_id, ci_id = ids
+    if gi_id is None or ci_id is None or attrs is None or not total_bytes:
+        return none
+    gi = reader.call(errors, "gi", "nvmlDeviceGetGpuInstanceById", handle, gi_id, returns=returns)
+    ci = reader.call(errors, "ci", "nvmlGpuInstanceGetComputeInstanceById", gi, ci_id, returns=returns) if gi else None
+    gi_info = reader.call(errors, "gi", "nvmlGpuInstanceGetInfo", gi, returns=returns) if gi else None
+    ci_info = reader.call(errors, "ci", "nvmlComputeInstanceGetInfo", ci, returns=returns) if ci else None
+    if gi_info is None or ci_info is None:
+        return none
+    skip = set(getattr(nvml, name) for name in ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_INVALID_ARGUMENT")
+               if hasattr(nvml, name))
+    for constant, info in sorted(gi_profiles.items()):
+        if info.id != gi_info.profileId:
+            continue
+        for ci_profile in range(naming.COMPUTE_INSTANCE_PROFILE_COUNT):
+            for engine in range(naming.COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT):
+                try:
+                    ci_profile_info = nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, ci_profile, engine, 1)
+                except nvml.NVMLError as exc:
+                    if getattr(exc, "value", None) in skip:
+                        continue
+                    returns["nvmlGpuInstanceGetComputeInstanceProfileInfo"] = reader.code(exc)
+                    return none
+                if ci_profile_info.id != ci_info.profileId:
+                    continue
+                try:
+                    name = naming.mig_profile_name(constant, ci_profile, int(attrs.memorySizeMB), total_bytes)
+                except ValueError:
+                    returns["profile"] = "INVALID_PROFILE"
+                    return none
+                return constant, ci_profile, name
+    returns["profile"] = "NO_MATCHING_PROFILE_ID"  # go-nvlib: "no matching profile IDs found"
+    return none
+
+
+def _mig_devices(reader, handle, total_bytes, gi_profiles, errors, returns):
     nvml = reader.nvml
     found = []
-    slots = reader.call(errors, "mig.devices", "nvmlDeviceGetMaxMigDeviceCount", handle) or 0
+    slots = reader.call(errors, "mig.devices", "nvmlDeviceGetMaxMigDeviceCount", handle, returns=returns) or 0
     for slot in range(slots):
         try:
             mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
         except nvml.NVMLError as exc:
             if getattr(exc, "value", None) not in reader.absent_codes:
                 errors["mig.devices[%d]" % slot] = str(exc)
+                returns["nvmlDeviceGetMigDeviceHandleByIndex"] = reader.code(exc)
             continue  # an empty slot answers NOT_FOUND
         mig_errors = {}
-        attrs = reader.call(mig_errors, "attributes", "nvmlDeviceGetAttributes", mig)
+        mig_returns = {}
+        attrs = reader.call(mig_errors, "attributes", "nvmlDeviceGetAttributes", mig, returns=mig_returns)
+        ids = (reader.call(mig_errors, "gpu_instance_id", "nvmlDeviceGetGpuInstanceId", mig, returns=mig_returns),
+               reader.call(mig_errors, "compute_instance_id", "nvmlDeviceGetComputeInstanceId", mig,
+                           returns=mig_returns))
+        gi_profile, ci_profile, profile = _mig_profile(reader, handle, ids, attrs, total_bytes, gi_profiles,
+                                                       mig_returns)
         entry = {
-            "uuid": _text(reader.call(mig_errors, "uuid", "nvmlDeviceGetUUID", mig)),
-            "gpu_instance_id": reader.call(mig_errors, "gpu_instance_id", "nvmlDeviceGetGpuInstanceId", mig),
-            "compute_instance_id": reader.call(mig_errors, "compute_instance_id", "nvmlDeviceGetComputeInstanceId", mig),
-            "profile": None,
+            "uuid": _text(reader.call(mig_errors, "uuid", "nvmlDeviceGetUUID", mig, returns=mig_returns)),
+            "gpu_instance_id": ids[0],
+            "compute_instance_id": ids[1],
+            "gpu_instance_profile": gi_profile,
+            "compute_instance_profile": ci_profile,
+            "profile": profile,
             "memory_mib": None,
             "multiprocessor_count": None,
+            "attributes": None,
+            "nvml_returns": mig_returns,
         }
         if attrs is not None:
             entry["memory_mib"] = int(attrs.memorySizeMB)
             entry["multiprocessor_count"] = int(attrs.multiprocessorCount)
-        if attrs is not None and total_memory_mib:
-            entry["profile"] = naming.mig_profile_name(
-                int(attrs.gpuInstanceSliceCount), int(attrs.computeInstanceSliceCount), int(attrs.memorySizeMB), total_memory_mib)
+            entry["attributes"] = dict((field, int(getattr(attrs, field, 0))) for field in _ATTRIBUTE_FIELDS)
         for field, message in mig_errors.items():
             errors["mig.devices[%d].%s" % (slot, field)] = message
         found.append(entry)
@@ -111,35 +227,45 @@ def _mig_devices(reader, handle, total_memory_mib, errors):
 def _device(reader, index):
     nvml = reader.nvml
     errors = {}
+    returns = {}
     try:
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
     except nvml.NVMLError as exc:
-        return {"index": index, "healthy": False, "errors": {"handle": str(exc)}}
+        return {"index": index, "healthy": False, "errors": {"handle": str(exc)},
+                "nvml_returns": {"nvmlDeviceGetHandleByIndex": reader.code(exc)}}
 
-    name = _text(reader.call(errors, "name", "nvmlDeviceGetName", handle))
-    memory = reader.call(errors, "memory_total_mib", "nvmlDeviceGetMemoryInfo", handle)
-    pci = reader.call(errors, "pci_bus_id", "nvmlDeviceGetPciInfo", handle)
-    capability = reader.call(errors, "compute_capability", "nvmlDeviceGetCudaComputeCapability", handle)
-    arch = reader.call(errors, "architecture", "nvmlDeviceGetArchitecture", handle)
-    persistence = reader.call(errors, "persistence_mode", "nvmlDeviceGetPersistenceMode", handle)
-    mig_mode = reader.call(errors, "mig", "nvmlDeviceGetMigMode", handle)
+    def call(field, func_name, *args):
+        return reader.call(errors, field, func_name, *args, returns=returns)
 
-    mig = {"capable": mig_mode is not None, "current": False, "pending": False, "devices": []}
+    name = _text(call("name", "nvmlDeviceGetName", handle))
+    memory = call("memory_total_mib", "nvmlDeviceGetMemoryInfo", handle)
+    pci = call("pci_bus_id", "nvmlDeviceGetPciInfo", handle)
+    capability = call("compute_capability", "nvmlDeviceGetCudaComputeCapability", handle)
+    arch = call("architecture", "nvmlDeviceGetArchitecture", handle)
+    persistence = call("persistence_mode", "nvmlDeviceGetPersistenceMode", handle)
+    minor = call("minor_number", "nvmlDeviceGetMinorNumber", handle)
+    mig_mode = call("mig", "nvmlDeviceGetMigMode", handle)
+    total_bytes = None if memory is None else int(memory.total)
+
+    mig = {"capable": mig_mode is not None, "current": False, "pending": False, "profiles": [], "devices": []}
     if mig_mode is not None:
         mig["current"] = bool(mig_mode[0])
         mig["pending"] = bool(mig_mode[1])
+        gi_profiles = _gpu_instance_profiles(reader, handle, returns)
+        if total_bytes:
+            mig["profiles"] = _supported_profiles(gi_profiles, total_bytes)
         if mig["current"]:
-            total_mib = None if memory is None else int(memory.total) // (1024 * 1024)
-            mig["devices"] = _mig_devices(reader, handle, total_mib, errors)
+            mig["devices"] = _mig_devices(reader, handle, total_bytes, gi_profiles, errors, returns)
 
     capability = tuple(int(part) for part in capability) if capability is not None else None
     return {
         "index": index,
-        "uuid": _text(reader.call(errors, "uuid", "nvmlDeviceGetUUID", handle)),
+        "uuid": _text(call("uuid", "nvmlDeviceGetUUID", handle)),
         "name": name,
         "product_slug": naming.product_slug(name) if name else None,
         "memory_total_mib": None if memory is None else int(memory.total) // (1024 * 1024),
         "pci_bus_id": None if pci is None else _text(pci.busId),
+        "minor_number": minor,
         "compute_capability": None if capability is None else "%d.%d" % capability,
         "architecture": naming.architecture_family(capability, arch),
         "persistence_mode": None if persistence is None else bool(persistence),
@@ -147,6 +273,7 @@ def _device(reader, index):
         # Anything other than "not supported" on the identity calls means the GPU cannot be trusted.
         "healthy": not (set(errors) & set(("name", "uuid", "memory_total_mib"))),
         "errors": errors,
+        "nvml_returns": returns,
     }
 
 

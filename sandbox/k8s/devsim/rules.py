@@ -26,36 +26,35 @@ Rules followed (REFERENCE.md section 1, and the plugin source):
   MPS forces ``failRequestsGreaterThanOne``; it is refused with ``migStrategy=mixed``, without
   an MPS root, and on MIG devices.
 * MIG: ``none`` advertises every GPU as ``nvidia.com/gpu`` (MIG mode or not). ``single`` and
-  ``mixed`` skip MIG-enabled GPUs and advertise their MIG devices instead: ``single`` as
-  ``nvidia.com/gpu`` (all MIG devices must share one profile, and a node may not mix MIG and
-  non-MIG GPUs), ``mixed`` as ``nvidia.com/mig-<profile>`` with ``+`` turned into ``.``. A GPU in
-  MIG mode with no MIG devices is an invalid MIG configuration.
+  ``mixed`` skip MIG-enabled GPUs and advertise their MIG devices instead, named as go-nvlib's
+  GetProfile names them (from the GPU/compute instance profile constants and the memory, so
+  ``1g.10gb+me`` and ``1c.2g.20gb`` come out as such): ``single`` as ``nvidia.com/gpu`` (every MIG
+  device's NVML attributes equal, no mix of MIG and non-MIG GPUs, no MIG-enabled GPU without MIG
+  devices), ``mixed`` as ``nvidia.com/mig-<profile>`` with ``+`` turned into ``.`` for profiles
+  whose compute and GPU instance sizes are equal; a ``1c.2g.20gb`` device matches no resource
+  pattern (patterns match whole names) and the plugin exits. Under ``mixed`` a GPU with MIG on and
+  no MIG devices is only a warning and advertises nothing.
 * A resource with zero devices is not advertised at all (the plugin does not start it).
+* NVML: a GPU whose handle, name, UUID, minor number, PCI info or compute capability NVML does
+  not give ends the plugin (go-nvlib's visitors stop at the first error; a lost GPU takes the
+  node down); a failed memory read is only logged, except on a MIG-capable GPU under ``mixed``,
+  where go-nvlib's VisitMigProfiles needs it. An error injected on any ABI version of a call
+  (``_v2``, ``_v3``) counts: go-nvml binds the newest version the library has.
 
 Where the simulator has to guess (no GPU, no kubelet here):
 
 * Every device is healthy, so allocatable equals capacity.
-* MPS: the MPS control daemon is assumed to be running and ready; the plugin would otherwise
-  wait for it.
-* MIG profiles whose compute-instance part differs from the GPU-instance part
-  (``1c.2g.20gb``) match no resource pattern in mixed mode; the simulator treats that as the
-  plugin's "does not match any resource patterns" error. In single mode two MIG devices are
-  "the same type" when their profile strings are equal (the plugin compares NVML attributes).
+* MPS: the plugin advertises its replicas only once the MPS control daemon answers on the node;
+  the watcher decides that from the daemon's pods, not these rules.
 * ``failOnInitError`` does not change the outcome: failing and blocking both advertise nothing.
-* NVML errors injected by a profile (``errors``, top level or per device, as the fake NVML
-  answers them) hit the plugin when they are on a call it makes while building its device map:
-  ``nvmlInit*`` and ``nvmlDeviceGetCount*``; per GPU the handle, name, UUID, minor number and
-  PCI info; ``nvmlDeviceGetMigMode`` (``NOT_SUPPORTED`` there means MIG off, as go-nvlib reads
-  it); and for MIG devices under ``single``/``mixed`` the MIG handle, UUID, attributes and
-  instance IDs. Any such error fails the whole plugin (go-nvlib's device visitors stop at the
-  first error). An error on any ABI version of a call (``_v2``, ``_v3``) counts, since the
-  simulator does not know which version the plugin binds. Other calls (serial, persistence mode,
-  memory, architecture, CUDA version) are not made by the plugin and change nothing.
+* The MIG capability device paths (``/proc/driver/nvidia-caps/mig-minors``) are assumed
+  complete, as the driver writes them for every possible GPU/compute instance.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import uuid
 
@@ -399,31 +398,24 @@ def parse_config(text, env=None, cli=None) -> PluginConfig:
 
 
 # --------------------------------------------------------------------------- devices
+#
+# The plugin's start-up path over the GPUs the fake NVML reports from a profile (k8s-device-plugin v0.20.0:
+# internal/rm/rm.go AddDefaultResourcesToConfig, internal/rm/device_map.go, internal/rm/devices.go BuildDevice,
+# api/config/v1/resources.go; go-nvlib v0.13.0 pkg/nvlib/device VisitDevices, VisitMigDevices, VisitMigProfiles,
+# GetProfile). Each step raises PluginError with the plugin's innermost reason.
+
+# NVML GPU instance profile constants -> (slices, "+attributes" / "-attributes"), as go-nvlib's NewMigProfile reads
+# them (mig_profile.go); CI profile constants -> slices.
+_GI_PROFILES = {0: (1, ""), 1: (2, ""), 2: (3, ""), 3: (4, ""), 4: (7, ""), 5: (8, ""), 6: (6, ""), 7: (1, "+me"),
+                8: (2, "+me"), 9: (1, ""), 10: (1, "+gfx"), 11: (2, "+gfx"), 12: (4, "+gfx"), 13: (1, "-me"),
+                14: (2, "-me"), 15: (1, "+me.all"), 16: (2, "+me.all")}
+_CI_PROFILES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7, 5: 8, 6: 6, 7: 1, 8: 7}
+# The fake NVML's default constant for a slice count (its README: "the <n>_SLICE constant")
+_SLICE_CONSTANT = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
 
 
-def mig_resource_name(profile: str) -> str:
-    """Return the mixed-strategy resource for a MIG profile string, or raise if none matches."""
-    match = _MIG_PROFILE.match(profile or "")
-    if not match:
-        raise PluginError("MIG profile '%s' does not match any resource patterns" % profile)
-    if match.group("c") is not None and match.group("c") != match.group("g"):
-        raise PluginError("MIG profile '%s' does not match any resource patterns" % profile)
-    return resource_name("mig-" + profile.replace("+", "."))
-
-
-def _mig_enabled(device: dict) -> bool:
-    mig = device.get("mig") or {}
-    if _nvml_error(device, "nvmlDeviceGetMigMode") == "NOT_SUPPORTED":
-        return False
-    return bool(mig.get("current"))
-
-
-_INIT_CALLS = ("nvmlInit", "nvmlInitWithFlags", "nvmlDeviceGetCount")
-_GPU_CALLS = ("nvmlDeviceGetHandleByIndex", "nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetMinorNumber",
-              "nvmlDeviceGetPciInfo", "nvmlDeviceGetMigMode")
-_MIG_PARENT_CALLS = ("nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex")
-_MIG_CALLS = ("nvmlDeviceGetUUID", "nvmlDeviceGetAttributes", "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetComputeInstanceId",
-              "nvmlDeviceGetDeviceHandleFromMigDeviceHandle", "nvmlDeviceIsMigDeviceHandle")
+class _Exit(PluginError):
+    """The plugin exits at start-up for this reason."""
 
 
 def _nvml_error(obj: dict, call: str, top: dict | None = None):
@@ -436,83 +428,180 @@ def _nvml_error(obj: dict, call: str, top: dict | None = None):
     return None
 
 
-def check_nvml(profile: dict, mig_strategy: str) -> None:
-    """Raise PluginError if an injected NVML error hits a call the plugin makes at start-up."""
-    for call in _INIT_CALLS:
-        code = _nvml_error({}, call, profile)
-        if code:
-            raise PluginError("failed to initialize NVML: %s returned %s" % (call, code))
-    for index, device in enumerate(profile.get("devices") or []):
-        for call in _GPU_CALLS:
-            code = _nvml_error(device, call, profile)
-            if code and not (call == "nvmlDeviceGetMigMode" and code == "NOT_SUPPORTED"):
-                raise PluginError("error visiting device %d: %s returned %s" % (index, call, code))
-        if mig_strategy == "none" or not _mig_enabled(device):
-            continue
-        for call in _MIG_PARENT_CALLS:
-            code = _nvml_error(device, call, profile)
+def go_nvlib_profile(gpu: dict, mig: dict) -> str:
+    """The name go-nvlib's GetProfile gives a MIG device of the profile: from its GPU and compute instance profile
+    constants, its memory and its GPU's memory (getMigMemorySizeGB: share rounded up to eighths, times whole GiB)."""
+    gi = mig.get("gpu_instance_profile", _SLICE_CONSTANT.get(mig.get("gpu_instance_slices")))
+    ci = mig.get("compute_instance_profile", _SLICE_CONSTANT.get(mig.get("compute_instance_slices")))
+    if gi not in _GI_PROFILES:
+        raise _Exit("invalid GPU Instance Profile ID: %s" % gi)
+    if ci not in _CI_PROFILES:
+        raise _Exit("invalid Compute Instance Profile ID: %s" % ci)
+    g, suffix = _GI_PROFILES[gi]
+    c = _CI_PROFILES[ci]
+    total = gpu["memory_total_mib"]
+    total_gib = -(-total // 1024)
+    share = math.ceil(mig["memory_mib"] / total * 8) / 8
+    gb = int(math.floor(share * total_gib + 0.5))
+    return ("%dg.%dgb%s" % (g, gb, suffix)) if c == g else ("%dc.%dg.%dgb%s" % (c, g, gb, suffix))
+
+
+def mig_resource_name(profile: str) -> str:
+    """The mixed-strategy resource of a go-nvlib profile name whose compute and GPU instance sizes are equal
+    (AddDefaultResourcesToConfig: ``mig-`` + the name with ``+`` turned into ``.``)."""
+    return resource_name("mig-" + profile.replace("+", "."))
+
+
+class _Node:
+    """The GPUs of one profile as the plugin walks them."""
+
+    def __init__(self, profile: dict):
+        self.profile = profile
+        self.devices = profile.get("devices") or []
+
+    def error(self, obj, call):
+        return _nvml_error(obj, call, self.profile)
+
+    def init(self):
+        for call in ("nvmlInit", "nvmlInitWithFlags"):
+            code = self.error({}, call)
             if code:
-                raise PluginError("error visiting MIG devices of device %d: %s returned %s" % (index, call, code))
-        for child_index, child in enumerate((device.get("mig") or {}).get("devices") or []):
-            for call in _MIG_CALLS:
-                code = _nvml_error(child, call, profile)
-                if code:
-                    raise PluginError("error visiting MIG device %d:%d: %s returned %s" % (index, child_index, call, code))
+                raise _Exit("failed to initialize NVML: %s" % code)
+        code = self.error({}, "nvmlDeviceGetCount")
+        if code:
+            raise _Exit("error getting device count: %s" % code)
+
+    def visit(self):
+        """go-nvlib VisitDevices: every GPU's handle and name (isSkipped)."""
+        for index, device in enumerate(self.devices):
+            code = self.error(device, "nvmlDeviceGetHandleByIndex")
+            if code:
+                raise _Exit("error getting device handle for index '%d': %s" % (index, code))
+            code = self.error(device, "nvmlDeviceGetName")
+            if code:
+                raise _Exit("error visiting device: error getting device name: %s" % code)
+
+    def mig_mode(self, index, device):
+        """(capable, enabled) as go-nvlib's IsMigCapable / IsMigEnabled answer them."""
+        code = self.error(device, "nvmlDeviceGetMigMode")
+        mig = device.get("mig")
+        if code == "NOT_SUPPORTED" or (code is None and not (mig and mig.get("capable"))):
+            return False, False
+        if code:
+            raise _Exit("error visiting device: error checking if MIG is enabled on GPU %d: error getting MIG mode: %s"
+                        % (index, code))
+        return True, bool(mig.get("current"))
+
+    def migs(self, device):
+        mig = device.get("mig") or {}
+        return mig.get("devices") or [] if mig.get("current") else []
+
+    def offered_profiles(self, index, device):
+        """VisitMigProfiles on one MIG-capable GPU: it reads the GPU's memory and GPU instance profiles first."""
+        code = self.error(device, "nvmlDeviceGetMemoryInfo")
+        if code:
+            raise _Exit("unable to add default resources to config: error visiting device: error getting device "
+                        "memory info: %s" % code)
+        code = self.error(device, "nvmlDeviceGetGpuInstanceProfileInfo")
+        if code and code not in ("NOT_SUPPORTED", "INVALID_ARGUMENT"):
+            raise _Exit("unable to add default resources to config: error visiting device: error getting GPU "
+                        "Instance profile info: %s" % code)
+        return {go_nvlib_profile(device, m) for m in self.migs(device)}
+
+    def build_gpu(self, index, device):
+        """BuildDevice of a full GPU: UUID, minor number (paths), PCI info (NUMA) and compute capability must answer;
+        a failed memory read is only logged."""
+        for call, step in (("nvmlDeviceGetUUID", "error getting UUID device"),
+                           ("nvmlDeviceGetMinorNumber", "error getting device paths"),
+                           ("nvmlDeviceGetPciInfo", "error getting device NUMA node"),
+                           ("nvmlDeviceGetCudaComputeCapability", "error getting device compute capability")):
+            code = self.error(device, call)
+            if code:
+                raise _Exit("error visiting device %d: %s: %s" % (index, step, code))
+
+    def mig_profile(self, index, device, slot, mig):
+        """go-nvlib GetProfile of a MIG device, then its UUID (BuildDevice)."""
+        code = self.error(device, "nvmlDeviceGetMemoryInfo")
+        calls = ("nvmlDeviceGetAttributes", "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetComputeInstanceId",
+                 "nvmlDeviceGetGpuInstanceById", "nvmlGpuInstanceGetComputeInstanceById", "nvmlGpuInstanceGetInfo",
+                 "nvmlComputeInstanceGetInfo", "nvmlGpuInstanceGetComputeInstanceProfileInfo")
+        code = code or next((c for c in (self.error(mig, call) for call in calls) if c), None)
+        if code:
+            raise _Exit("error getting MIG profile for MIG device at index '(%d, %d)': %s" % (index, slot, code))
+        profile = go_nvlib_profile(device, mig)
+        code = self.error(mig, "nvmlDeviceGetUUID")
+        if code:
+            raise _Exit("error visiting MIG device %d:%d: error getting UUID device: %s" % (index, slot, code))
+        return profile
+
+
+def _attributes(device: dict, mig: dict) -> tuple:
+    """A MIG device's nvmlDeviceAttributes_t as the fake NVML fills it (its README), for the single strategy's
+    "same MIG device type" comparison."""
+    return (mig.get("multiprocessor_count"), mig.get("copy_engine_count", 0), mig.get("decoder_count", 0),
+            mig.get("encoder_count", 0), mig.get("jpeg_count", 0), mig.get("ofa_count", 0),
+            mig.get("gpu_instance_slices"), mig.get("compute_instance_slices"), mig.get("memory_mib"))
 
 
 def build_device_map(profile: dict, mig_strategy: str) -> dict:
     """Return ``{resource name: [device id, ...]}`` before sharing, like rm.NewDeviceMap."""
-    check_nvml(profile, mig_strategy)
-    devices = profile.get("devices") or []
+    node = _Node(profile)
+    node.init()
+    node.visit()
+    devices = node.devices
     device_map = {}
 
     def insert(name, dev_id):
         device_map.setdefault(name, []).append(dev_id)
 
-    def gpu_id(index, device):
-        return device.get("uuid") or "GPU-%d" % index
-
-    if mig_strategy == "none":
+    resources = set()
+    if mig_strategy == "mixed":
         for index, device in enumerate(devices):
-            insert(GPU_RESOURCE, gpu_id(index, device))
+            if node.mig_mode(index, device)[0]:
+                resources |= {p for p in node.offered_profiles(index, device) if not re.match(r"^\d+c\.", p)}
+
+    full = 0
+    for index, device in enumerate(devices):
+        capable, enabled = node.mig_mode(index, device)
+        if enabled and mig_strategy != "none":
+            continue
+        node.build_gpu(index, device)
+        insert(GPU_RESOURCE, device.get("uuid") or "GPU-%d" % index)
+        full += 1
+    if mig_strategy == "none":
         return device_map
 
-    full = [(i, d) for i, d in enumerate(devices) if not _mig_enabled(d)]
     migs = []
     for index, device in enumerate(devices):
-        if not _mig_enabled(device):
+        capable, enabled = node.mig_mode(index, device)
+        if not capable:
             continue
-        children = (device.get("mig") or {}).get("devices") or []
-        if not children:
-            raise PluginError(
-                "invalid MIG configuration: at least one device with migEnabled=true was not configured correctly: "
-                "device %d has an invalid MIG configuration" % index)
-        for child_index, child in enumerate(children):
-            migs.append((index, child_index, child))
+        for call in ("nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex"):
+            code = node.error(device, call)
+            if code:
+                raise _Exit("error visiting MIG devices of device %d: %s" % (index, code))
+        for slot, mig in enumerate(node.migs(device)):
+            name = node.mig_profile(index, device, slot, mig)
+            if mig_strategy == "single":
+                resource = GPU_RESOURCE
+            elif name in resources:  # patterns match whole names (api/config/v1/resources_test.go)
+                resource = mig_resource_name(name)
+            else:
+                raise _Exit("MIG profile '%s' does not match any resource patterns" % name)
+            insert(resource, mig.get("uuid") or "MIG-%d-%d" % (index, slot))
+            migs.append(_attributes(device, mig))
 
     if mig_strategy == "single":
-        profiles = {m[2].get("profile") for m in migs}
-        if len(profiles) > 1:
-            raise PluginError("invalid MIG configuration: more than one MIG device type present on node")
+        for index, device in enumerate(devices):
+            if node.mig_mode(index, device)[1] and not node.migs(device):
+                raise _Exit("invalid MIG configuration: at least one device with migEnabled=true was not configured "
+                            "correctly: error visiting device: device %d has no MIG devices configured" % index)
+        if len(set(migs)) > 1:
+            raise _Exit("invalid MIG configuration: more than one MIG device type present on node")
         if full and migs:
-            raise PluginError("all devices on the node must be configured with the same migEnabled value")
-        for index, device in full:
-            insert(GPU_RESOURCE, gpu_id(index, device))
-        for index, child_index, child in migs:
-            insert(GPU_RESOURCE, child.get("uuid") or "MIG-%d-%d" % (index, child_index))
-        return device_map
-
-    for index, device in full:
-        insert(GPU_RESOURCE, gpu_id(index, device))
-    for index, child_index, child in migs:
-        insert(mig_resource_name(child.get("profile", "")), child.get("uuid") or "MIG-%d-%d" % (index, child_index))
+            raise _Exit("all devices on the node must be configured with the same migEnabled value")
+    # mixed: a GPU with MIG on and no MIG devices is only a warning (PR #806), and advertises nothing
     return device_map
-
-
-def _has_mig_devices(profile: dict, mig_strategy: str) -> bool:
-    if mig_strategy == "none":
-        return False
-    return any(_mig_enabled(d) for d in profile.get("devices") or [])
 
 
 def advertised_resources(profile: dict, config: PluginConfig) -> dict:
@@ -525,8 +614,10 @@ def advertised_resources(profile: dict, config: PluginConfig) -> dict:
         return {}
     device_map = build_device_map(profile, config.mig_strategy)
     sharing = config.sharing
-    if sharing is not None and sharing.strategy == "mps" and _has_mig_devices(profile, config.mig_strategy):
-        raise PluginError("sharing using MPS is not supported for MIG devices")
+    if sharing is not None and sharing.strategy == "mps" and config.mig_strategy != "none":
+        node = _Node(profile)
+        if any(node.mig_mode(i, d)[1] and node.migs(d) for i, d in enumerate(node.devices)):
+            raise PluginError("sharing using MPS is not supported for MIG devices")
     if sharing is not None:
         replicated_names = {r.name for r in sharing.resources}
         result_ids = {name: set(ids) for name, ids in device_map.items() if name not in replicated_names}

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sandbox.k8s.devsim.rules import PluginError, advertised_resources, parse_cli_args, parse_config, resource_name
-from sandbox_gpu_profiles import gpu, plain, profile
+from sandbox_gpu_profiles import H100, V100, gpu, plain, profile
 
 TS5 = """
 version: v1
@@ -182,10 +182,50 @@ def test_mig_single_refuses_mig_and_non_mig_gpus():
         adv(profile(gpu(0, ["1g.10gb"]), gpu(1)), env={"MIG_STRATEGY": "single"})
 
 
-@pytest.mark.parametrize("strategy", ["single", "mixed"])
-def test_mig_mode_without_mig_devices_is_invalid(strategy):
-    with pytest.raises(PluginError, match="invalid MIG configuration"):
-        adv(profile(gpu(0, [])), env={"MIG_STRATEGY": strategy})
+def test_mig_mode_without_mig_devices_is_refused_by_single():
+    with pytest.raises(PluginError, match="device 0 has no MIG devices configured"):
+        adv(profile(gpu(0, [])), env={"MIG_STRATEGY": "single"})
+
+
+def test_mig_mode_without_mig_devices_is_a_warning_under_mixed():
+    # k8s-device-plugin PR #806: a warning; the empty GPU advertises nothing, the others what they have
+    prof = profile(gpu(0, []), gpu(1, ["2g.20gb"]), gpu(2))
+    assert adv(prof, env={"MIG_STRATEGY": "mixed"}) == {"nvidia.com/gpu": 1, "nvidia.com/mig-2g.20gb": 1}
+
+
+def test_mig_single_compares_attributes_not_names():
+    # same name, different GPU models: the H100's 1g.10gb has other SMs and memory than the A100's
+    prof = profile(gpu(0, ["1g.10gb"]), gpu(1, ["1g.10gb"], model=H100))
+    with pytest.raises(PluginError, match="more than one MIG device type present on node"):
+        adv(prof, env={"MIG_STRATEGY": "single"})
+    assert adv(prof, env={"MIG_STRATEGY": "mixed"}) == {"nvidia.com/mig-1g.10gb": 2}
+
+
+def test_a_lost_gpu_takes_the_node_down():
+    prof = profile(gpu(0, model=V100), gpu(1, model=V100, errors={"nvmlDeviceGetHandleByIndex": "GPU_IS_LOST"}))
+    with pytest.raises(PluginError, match="error getting device handle for index '1': GPU_IS_LOST"):
+        adv(prof)
+
+
+def test_compute_capability_not_supported_ends_the_plugin():
+    prof = profile(gpu(0, model=V100, errors={"nvmlDeviceGetCudaComputeCapability": "NOT_SUPPORTED"}))
+    with pytest.raises(PluginError, match="error getting device compute capability: NOT_SUPPORTED"):
+        adv(prof)
+
+
+@pytest.mark.parametrize("strategy, refused", [("none", False), ("single", False), ("mixed", True)])
+def test_memory_not_supported_matters_only_to_mixed_on_mig_capable_gpus(strategy, refused):
+    prof = profile(gpu(0, errors={"nvmlDeviceGetMemoryInfo": "NOT_SUPPORTED"}))
+    if refused:
+        with pytest.raises(PluginError, match="error getting device memory info: NOT_SUPPORTED"):
+            adv(prof, env={"MIG_STRATEGY": strategy})
+    else:
+        assert adv(prof, env={"MIG_STRATEGY": strategy}) == {"nvidia.com/gpu": 1}
+
+
+def test_media_extension_profile_is_its_own_resource():
+    prof = profile(gpu(0, ["1g.10gb+me", "1g.10gb"]))
+    assert adv(prof, env={"MIG_STRATEGY": "mixed"}) == {"nvidia.com/mig-1g.10gb": 1, "nvidia.com/mig-1g.10gb.me": 1}
 
 
 def test_mig_mixed_time_slicing_of_one_mig_resource_with_rename_by_default():
@@ -303,15 +343,18 @@ def with_errors(prof, errors, device=None, mig=None):
     return prof
 
 
-@pytest.mark.parametrize("call", ["nvmlInit", "nvmlInit_v2", "nvmlInitWithFlags", "nvmlDeviceGetCount_v2"])
-def test_nvml_init_failure_advertises_nothing(call):
-    with pytest.raises(PluginError, match="failed to initialize NVML"):
+@pytest.mark.parametrize("call, message", [("nvmlInit", "failed to initialize NVML"),
+                                           ("nvmlInit_v2", "failed to initialize NVML"),
+                                           ("nvmlInitWithFlags", "failed to initialize NVML"),
+                                           ("nvmlDeviceGetCount_v2", "error getting device count")])
+def test_nvml_init_failure_advertises_nothing(call, message):
+    with pytest.raises(PluginError, match=message):
         adv(with_errors(plain(1), {call: "DRIVER_NOT_LOADED"}))
 
 
 def test_lost_gpu_fails_the_whole_plugin():
     prof = with_errors(plain(2), {"nvmlDeviceGetHandleByIndex": "GPU_IS_LOST"}, device=1)
-    with pytest.raises(PluginError, match="device 1: nvmlDeviceGetHandleByIndex returned GPU_IS_LOST"):
+    with pytest.raises(PluginError, match="error getting device handle for index '1': GPU_IS_LOST"):
         adv(prof)
 
 
@@ -336,12 +379,12 @@ def test_mig_mode_not_supported_means_mig_off():
 
 
 def test_mig_mode_other_error_fails():
-    with pytest.raises(PluginError, match="nvmlDeviceGetMigMode returned UNKNOWN"):
+    with pytest.raises(PluginError, match="error getting MIG mode: UNKNOWN"):
         adv(with_errors(plain(1), {"nvmlDeviceGetMigMode": "UNKNOWN"}, device=0))
 
 
 def test_mig_device_error_matters_only_when_mig_devices_are_used():
     prof = with_errors(profile(gpu(0, ["1g.10gb", "1g.10gb"])), {"nvmlDeviceGetAttributes_v2": "UNKNOWN"}, device=0, mig=1)
     assert adv(prof) == {"nvidia.com/gpu": 1}
-    with pytest.raises(PluginError, match="MIG device 0:1"):
+    with pytest.raises(PluginError, match=r"MIG device at index '\(0, 1\)': UNKNOWN"):
         adv(prof, env={"MIG_STRATEGY": "mixed"})

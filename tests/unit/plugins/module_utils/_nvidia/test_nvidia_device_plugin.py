@@ -10,7 +10,9 @@ import pytest
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError, fail_args
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects, objectset
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv, deployment, manifests, plugin_config
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import (
+    allocatable, constants as nv, deployment, manifests, plugin_config,
+)
 
 
 def params(**over):
@@ -248,7 +250,8 @@ def test_bad_facts_or_a_refused_node_fail_before_connecting():
         deployment.run(params(facts={"host-1": None}), client_factory=factory)
     mixed = _v100s(2)
     mixed["devices"][0]["mig"] = {"current": True, "devices": [{"profile": "1g.10gb"}]}
-    with pytest.raises(OptionError, match="mig_strategy: node host-1 mixes GPUs with MIG on and off"):
+    with pytest.raises(allocatable.PluginExit, match="node host-1: NVIDIA's device plugin would exit there: all devices on the node must be configured "
+                                          "with the same migEnabled value; turn MIG on or off"):
         deployment.run(params(facts={"host-1": mixed}, mig_strategy="single"), client_factory=factory)
 
 

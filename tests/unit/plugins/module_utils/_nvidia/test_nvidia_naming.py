@@ -55,18 +55,38 @@ def test_cuda_version_string(value, text):
     assert _gpu_model.cuda_version_string(value) == text
 
 
-@pytest.mark.parametrize("gi, ci, memory, total, name", [
-    (1, 1, 9856, 81920, "1g.10gb"),     # A100-SXM4-80GB
-    (2, 2, 19968, 81920, "2g.20gb"),
-    (3, 3, 40192, 81920, "3g.40gb"),
-    (7, 7, 80896, 81920, "7g.80gb"),
-    (1, 1, 4864, 40960, "1g.5gb"),      # A100-SXM4-40GB
-    (7, 7, 40192, 40960, "7g.40gb"),
-    (2, 1, 19968, 81920, "1c.2g.20gb"),
-    (1, 1, 9984, 81559, "1g.10gb"),     # H100 80GB HBM3
+@pytest.mark.parametrize("gi, ci, memory, total_mib, name", [
+    (0, 0, 9728, 81920, "1g.10gb"),     # A100-SXM4-80GB (nvidia-smi mig -lgip)
+    (1, 1, 19968, 81920, "2g.20gb"),
+    (2, 2, 40192, 81920, "3g.40gb"),
+    (3, 3, 40192, 81920, "4g.40gb"),
+    (4, 4, 80896, 81920, "7g.80gb"),
+    (0, 0, 4864, 40960, "1g.5gb"),      # A100-SXM4-40GB
+    (4, 4, 40192, 40960, "7g.40gb"),
+    (1, 0, 19968, 81920, "1c.2g.20gb"),  # a 1-slice compute instance in a 2-slice GPU instance
+    (2, 1, 40192, 81920, "2c.3g.40gb"),
+    (7, 0, 9728, 81920, "1g.10gb+me"),   # 1_SLICE_REV1: media extensions
+    (9, 0, 19968, 81920, "1g.20gb"),     # 1_SLICE_REV2
+    (13, 0, 23808, 97887, "1g.24gb-me"),  # 1_SLICE_NO_ME (RTX PRO 6000 Blackwell)
+    (15, 0, 23808, 97887, "1g.24gb+me.all"),
+    (0, 0, 9856, 81559, "1g.10gb"),     # H100 80GB HBM3
 ])
-def test_mig_profile_name(gi, ci, memory, total, name):
-    assert _gpu_model.mig_profile_name(gi, ci, memory, total) == name
+def test_mig_profile_name_follows_go_nvlib(gi, ci, memory, total_mib, name):
+    assert _gpu_model.mig_profile_name(gi, ci, memory, total_mib * 1024 * 1024) == name
+    c, g, _gb, _attrs = _gpu_model.mig_profile_parts(name)
+    assert (g, c) == (_gpu_model.gpu_instance_slices(gi), {0: 1, 1: 2, 2: 3, 3: 4, 4: 7}[ci])
+
+
+@pytest.mark.parametrize("gi, ci", [(17, 0), (18, 0), (0, 9)])
+def test_mig_profile_name_refuses_constants_go_nvlib_does_not_know(gi, ci):
+    with pytest.raises(ValueError, match="invalid"):
+        _gpu_model.mig_profile_name(gi, ci, 9728, 81920 * 1024 * 1024)
+
+
+def test_mig_memory_rounds_half_away_from_zero_like_go():
+    # share 3/8 of an 84 GiB GPU is 31.5 GiB: Go's math.Round gives 32 (Python's round would give 32 too, but 2.5
+    # -> 3 against round's 2 is the case that differs)
+    assert _gpu_model.mig_memory_gb(1, 20 * 1024 ** 3) == 3  # 1 MiB -> 1/8 of 20 GiB = 2.5 -> 3
 
 
 def test_parse_version_compares_as_numbers_not_strings():
