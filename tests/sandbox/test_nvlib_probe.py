@@ -332,3 +332,117 @@ def test_every_symbol_go_nvlib_binds_is_exported_and_in_the_readme(probe, tmp_pa
 
 def test_probe_cache_key_follows_the_pins():
     assert probe_versions() == 'go-nvlib-v0.13.0_go-nvml-v0.13.4-1'
+
+
+# --------------------------------------------------------------------------- nvidia-ctk's CDI generator
+
+def nvidia_ctk_binary():
+    wanted = os.environ.get('NVIDIA_CTK')
+    if wanted:
+        return Path(wanted)
+    cache = Path(os.environ.get('CACHE_DIR') or Path.home() / '.cache' / 'kubegpu')
+    version = re.search(r'^NVIDIA_CTK_VERSION := (\S+)', (ROOT / 'sandbox' / 'nvidia-ctk' / 'rules.mk').read_text(
+        encoding='utf-8'), re.M).group(1)
+    return cache / 'nvidia-ctk' / version / 'bin' / 'nvidia-ctk'
+
+
+def mig_minors_module():
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    spec = importlib.util.spec_from_file_location('mig_minors', ROOT / 'sandbox' / 'fakenvml' / 'mig_minors.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MIG_MINORS = mig_minors_module()
+
+
+@pytest.fixture(scope='module')
+def cdi_generate(fake_nvml_dir, tmp_path_factory):
+    """`nvidia-ctk cdi generate --mode nvml` on a driver root made for a profile, the fake as its libnvidia-ml.
+
+    The driver root holds what the generator looks for: libnvidia-ml.so.<driver version> (the fake, which it
+    dlopens), libcuda.so.<driver version> (an empty file: only its name is read), /dev/nvidia<minor> and
+    /dev/nvidiactl (major 195), and the /dev/nvidia-caps nodes of the profile's MIG devices. The generator reads
+    /proc/driver/nvidia-caps/mig-minors at that fixed path: it runs in a mount namespace of its own where a tmpfs
+    over /proc/driver carries the file mig_minors.py renders. Device nodes and the namespace need root.
+    """
+    binary = nvidia_ctk_binary()
+    if not os.access(binary, os.X_OK):
+        missing_setup('no nvidia-ctk binary at %s; build it with `make nvidia-ctk` (or set NVIDIA_CTK)' % binary)
+    if os.geteuid() != 0:
+        pytest.skip('nvidia-ctk needs a driver root with device nodes and a private /proc/driver: run as root')
+
+    def generate(name):
+        path = PROFILES_DIR / ('%s.json' % name)
+        profile = load(name)
+        root = tmp_path_factory.mktemp(name)
+        libdir = root / 'usr' / 'lib' / 'x86_64-linux-gnu'
+        libdir.mkdir(parents=True)
+        version = profile['driver_version']
+        (libdir / ('libcuda.so.%s' % version)).write_bytes(b'')
+        (libdir / ('libnvidia-ml.so.%s' % version)).write_bytes((fake_nvml_dir / 'libnvidia-ml.so.1').read_bytes())
+        (libdir / 'libnvidia-ml.so.1').symlink_to('libnvidia-ml.so.%s' % version)
+        dev = root / 'dev'
+        dev.mkdir()
+        for index, gpu in enumerate(profile['devices']):
+            minor = gpu.get('minor_number', index)
+            os.mknod(dev / ('nvidia%d' % minor), 0o20666, os.makedev(195, minor))
+        os.mknod(dev / 'nvidiactl', 0o20666, os.makedev(195, 255))
+        minors = root / 'mig-minors'
+        MIG_MINORS.write(profile, str(minors), str(dev / 'nvidia-caps'))
+        script = ('mount -t tmpfs none /proc/driver && mkdir /proc/driver/nvidia-caps && '
+                  '{ [ ! -f "$MINORS" ] || cp "$MINORS" /proc/driver/nvidia-caps/mig-minors; } && '
+                  'exec "$CTK" cdi generate --mode nvml --format json --driver-root "$ROOT" --dev-root "$ROOT"')
+        env = dict(os.environ, FAKE_NVML_PROFILE=str(path), MINORS=str(minors), CTK=str(binary), ROOT=str(root))
+        env.pop('LD_LIBRARY_PATH', None)   # the generator must find the fake in the driver root, not through the path
+        proc = subprocess.run(['unshare', '--mount', '--propagation', 'private', 'sh', '-c', script], env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert 'symbol lookup error' not in proc.stderr, proc.stderr
+        return proc, root
+
+    return generate
+
+
+def cdi_devices(spec, root):
+    """CDI device name -> the container paths of its device nodes (host paths checked to lie in the driver root)."""
+    devices = {}
+    for device in spec['devices']:
+        nodes = device['containerEdits'].get('deviceNodes', [])
+        for node in nodes:
+            assert node.get('hostPath', str(root) + node['path']) == str(root) + node['path'], node
+        devices[device['name']] = [node['path'] for node in nodes]
+    return devices
+
+
+def expected_cdi_devices(profile):
+    """What the CDI generator must list: a full GPU by index and UUID, a MIG device by i:j and UUID, and all."""
+    expected = {}
+    mig_paths = MIG_MINORS.device_paths(profile)
+    for index, gpu in enumerate(profile['devices']):
+        mig = gpu.get('mig', {})
+        if mig.get('capable') and mig.get('current'):
+            for slot, device in enumerate(mig.get('devices', [])):
+                expected['%d:%d' % (index, slot)] = expected[device['uuid']] = mig_paths[device['uuid']]
+        else:
+            expected[str(index)] = expected[gpu['uuid']] = ['/dev/nvidia%d' % gpu.get('minor_number', index)]
+    expected['all'] = sorted({path for paths in expected.values() for path in paths})
+    return expected
+
+
+CDI_FAILURES = {'failure-device-lost': 'GPU is lost', 'failure-driver-not-loaded': 'Driver Not Loaded',
+                'failure-no-permission': 'Insufficient Permissions'}
+
+
+@pytest.mark.parametrize('name', PROFILE_NAMES)
+def test_nvidia_ctk_generates_cdi_specs_from_the_fake(cdi_generate, name):
+    """NVIDIA's CDI generator, a real NVIDIA program, walks the fake and the mig-minors file: its device names and
+    device nodes are the profile's, the MIG ones those of mig_minors.device_paths."""
+    proc, root = cdi_generate(name)
+    if name in CDI_FAILURES:
+        assert proc.returncode != 0 and CDI_FAILURES[name] in proc.stderr, proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    seen = cdi_devices(json.loads(proc.stdout), root)
+    seen['all'] = sorted(set(seen['all']))
+    assert seen == expected_cdi_devices(load(name))
