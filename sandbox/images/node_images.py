@@ -173,6 +173,7 @@ def context_files(root):
         "requirements.txt": "requirements.txt",
         "sandbox/images/nvidia-nodriver-devices.service": "sandbox/images/nvidia-nodriver-devices.service",
         "sandbox/images/nvidia-nodriver-devices": "sandbox/images/nvidia-nodriver-devices",
+        "sandbox/images/fake-nvml-caps.service": "sandbox/images/fake-nvml-caps.service",
     }
     fakenvml = _source_files(root, "sandbox/fakenvml")
     if not any(os.path.basename(rel) == "Makefile" for rel in fakenvml):

@@ -4,7 +4,9 @@
 import ctypes
 import importlib.util
 import json
+import os
 import re
+import stat
 import subprocess
 import sys
 import textwrap
@@ -411,6 +413,24 @@ BROKEN = [
      _profile(device={'mig': {'capable': True, 'current': True, 'devices': [dict(MIG_DEVICE, compute_instance_profile=9)]}})),
     ('devices[1].uuid', 'duplicate of devices[0].uuid',
      dict(_profile(), devices=[_profile()['devices'][0], dict(_profile()['devices'][0], pci_bus_id='00000000:5E:00.0')])),
+    ('devices[0].numa_node', 'must be between 0 and 255', _profile(device={'numa_node': 256})),
+    ('devices[0].nvlinks', 'expected an array', _profile(device={'nvlinks': '00000000:05:00.0'})),
+    ('devices[0].nvlinks[1]', 'not a PCI bus id', _profile(device={'nvlinks': ['00000000:05:00.0', '05:00.0']})),
+    ('devices[0].nvlinks[0]', 'expected a string', _profile(device={'nvlinks': [5]})),
+    ('devices[0].nvlinks', 'more than 36 NVLinks', _profile(device={'nvlinks': ['00000000:05:00.0'] * 37})),
+    ('devices[0].fabric', 'expected an object', _profile(device={'fabric': 'yes'})),
+    ('devices[0].fabric.clique', 'unknown field', _profile(device={'fabric': {'clique': 1}})),
+    ('devices[0].fabric.cluster_uuid', 'missing required field', _profile(device={'fabric': {'clique_id': 1}})),
+    ('devices[0].fabric.cluster_uuid', 'not a well-formed UUID',
+     _profile(device={'fabric': {'cluster_uuid': 'GPU-11111111-2222-3333-4444-555555555555', 'clique_id': 1}})),
+    ('devices[0].fabric.clique_id', 'must be between 0 and 4294967295',
+     _profile(device={'fabric': {'cluster_uuid': '11111111-2222-3333-4444-555555555555', 'clique_id': -1}})),
+    ('devices[0].fabric.state', "unknown fabric state 'done'",
+     _profile(device={'fabric': {'cluster_uuid': '11111111-2222-3333-4444-555555555555', 'clique_id': 1,
+                                 'state': 'done'}})),
+    ('devices[0].fabric.status', "unknown NVML return code 'OK'",
+     _profile(device={'fabric': {'cluster_uuid': '11111111-2222-3333-4444-555555555555', 'clique_id': 1,
+                                 'status': 'OK'}})),
 ]
 
 
@@ -914,3 +934,271 @@ def test_mig_instance_calls_refuse_what_nvml_refuses(nvml):
     # MIG capable but off (h100): no instances; not MIG capable (t4): no profiles
     assert nvml.json(PROFILES_DIR / 'h100.json', code)[0] == 'NVMLError_NotSupported'
     assert nvml.json(PROFILES_DIR / 't4.json', code) == ['NVMLError_NotSupported', 'NVMLError_NotSupported']
+
+
+# --- topology and NVLinks: what go-gpuallocator reads when the device plugin answers GetPreferredAllocation
+# (k8s-device-plugin internal/rm/nvml_manager.go alignedAlloc, go-gpuallocator internal/links/device.go)
+
+def _call_names(code):
+    """A child snippet's helper: the value of a call, or the name of the pynvml exception it raised."""
+    return textwrap.dedent('''
+        import ctypes, json, pynvml
+        def name(call):
+            try:
+                return call()
+            except pynvml.NVMLError as exc:
+                return type(exc).__name__
+    ''') + textwrap.dedent(code)
+
+
+LINKED = ['00000000:0F:00.0', '00000000:C5:00.0', '00000000:C6:00.0']
+
+
+def _topology_profile(tmp_path):
+    first = _profile()['devices'][0]
+    second = dict(first, uuid='GPU-21111111-2222-3333-4444-555555555555', pci_bus_id='00000000:0F:00.0',
+                  minor_number=1, nvlinks=['00000000:3B:00.0'])
+    third = dict(first, uuid='GPU-31111111-2222-3333-4444-555555555555', pci_bus_id='00000000:86:00.0',
+                 minor_number=2, numa_node=1)
+    mig = {'capable': True, 'current': True, 'devices': [MIG_DEVICE]}
+    devices = [dict(first, nvlinks=LINKED, mig=mig), second, third]
+    target = tmp_path / 'topology.json'
+    target.write_text(json.dumps(_profile(devices=devices)), encoding='utf-8')
+    return target
+
+
+def test_topology_common_ancestor(nvml, tmp_path):
+    code = _call_names('''
+        pynvml.nvmlInit()
+        a, b, c = (pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(3))
+        mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(a, 0)
+        print(json.dumps({
+            'same_numa_node': name(lambda: pynvml.nvmlDeviceGetTopologyCommonAncestor(a, b)),
+            'across_sockets': [name(lambda: pynvml.nvmlDeviceGetTopologyCommonAncestor(a, c)),
+                               name(lambda: pynvml.nvmlDeviceGetTopologyCommonAncestor(c, b))],
+            'itself': name(lambda: pynvml.nvmlDeviceGetTopologyCommonAncestor(a, a)),
+            'mig': name(lambda: pynvml.nvmlDeviceGetTopologyCommonAncestor(mig, b)),
+        }))
+    ''')
+    assert nvml.json(_topology_profile(tmp_path), code) == {
+        'same_numa_node': pynvml.NVML_TOPOLOGY_NODE,
+        'across_sockets': [pynvml.NVML_TOPOLOGY_SYSTEM, pynvml.NVML_TOPOLOGY_SYSTEM],
+        'itself': 'NVMLError_InvalidArgument', 'mig': 'NVMLError_NotSupported'}
+
+
+def test_nvlink_state_and_remote_pci_info(nvml, tmp_path):
+    code = _call_names('''
+        pynvml.nvmlInit()
+        a, b, c = (pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(3))
+        def remote(handle, link):
+            pci = pynvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link)
+            return [pci.busId, pci.busIdLegacy, pci.domain, pci.bus, pci.device, pci.pciDeviceId]
+        legacy = pynvml.nvmlPciInfo_v2_t()
+        lib = ctypes.CDLL('libnvidia-ml.so.1')
+        print(json.dumps({
+            'states': [name(lambda: pynvml.nvmlDeviceGetNvLinkState(a, link)) for link in range(5)],
+            'remotes': [remote(a, link) for link in range(3)],
+            'v1': [lib.nvmlDeviceGetNvLinkRemotePciInfo(a, 1, ctypes.byref(legacy)), legacy.busId, legacy.bus],
+            'beyond': [name(lambda: pynvml.nvmlDeviceGetNvLinkRemotePciInfo(a, 3)),
+                       name(lambda: pynvml.nvmlDeviceGetNvLinkState(a, 36))],
+            'other_gpus': [name(lambda: pynvml.nvmlDeviceGetNvLinkState(b, 0)),
+                           name(lambda: pynvml.nvmlDeviceGetNvLinkState(c, 0))],
+        }))
+    ''')
+    seen = nvml.json(_topology_profile(tmp_path), code)
+    assert seen['states'] == [pynvml.NVML_FEATURE_ENABLED] * 3 + ['NVMLError_NotSupported'] * 2
+    # the remote end that is one of the profile's GPUs has its device id; an NVSwitch's is not known (0)
+    assert seen['remotes'] == [['00000000:0F:00.0', '0000:0F:00.0', 0, 0x0F, 0, 0x1EB810DE],
+                               ['00000000:C5:00.0', '0000:C5:00.0', 0, 0xC5, 0, 0],
+                               ['00000000:C6:00.0', '0000:C6:00.0', 0, 0xC6, 0, 0]]
+    assert seen['v1'] == [0, '0000:C5:00.0', 0xC5]
+    assert seen['beyond'] == ['NVMLError_NotSupported', 'NVMLError_InvalidArgument']
+    assert seen['other_gpus'] == [pynvml.NVML_FEATURE_ENABLED, 'NVMLError_NotSupported']
+
+
+# --- GPU fabric: go-nvlib's IsFabricAttached, behind GFD's nvidia.com/gpu.clique label (internal/lm/fabric.go)
+
+def test_gpu_fabric_info(nvml, tmp_path):
+    fabric = {'cluster_uuid': '7f2c4c8e-1b2a-4d3e-9f10-112233445566', 'clique_id': 32766, 'health_mask': 5}
+    devices = [dict(_profile()['devices'][0], fabric=fabric, mig={'capable': True, 'current': True,
+                                                                    'devices': [MIG_DEVICE]}),
+               dict(_profile()['devices'][0], uuid='GPU-21111111-2222-3333-4444-555555555555',
+                    pci_bus_id='00000000:0F:00.0', minor_number=1,
+                    fabric=dict(fabric, state='in_progress', status='NOT_READY'))]
+    target = tmp_path / 'fabric.json'
+    target.write_text(json.dumps(_profile(devices=devices)), encoding='utf-8')
+    code = _call_names('''
+        pynvml.nvmlInit()
+        a, b = (pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        def v1(handle):
+            info = pynvml.c_nvmlGpuFabricInfo_t()
+            pynvml.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info))
+            return [bytes(info.clusterUuid).hex(), info.status, info.cliqueId, info.state]
+        def v(handle, struct):
+            info = struct()
+            pynvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
+            return [info.version, bytes(info.clusterUuid).hex(), info.status, info.cliqueId, info.state,
+                    info.healthMask]
+        def wrong_version():
+            info = pynvml.c_nvmlGpuFabricInfo_v2_t()
+            info.version = 0x01000024
+            return pynvml.nvmlDeviceGetGpuFabricInfoV(a, ctypes.byref(info))
+        mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(a, 0)
+        print(json.dumps({
+            'v1': [v1(a), v1(b)],
+            'v2': v(a, pynvml.c_nvmlGpuFabricInfo_v2_t), 'v3': v(b, pynvml.c_nvmlGpuFabricInfo_v3_t),
+            'wrong_version': name(wrong_version),
+            'mig': name(lambda: v1(mig)),
+        }))
+    ''')
+    seen = nvml.json(target, code)
+    uuid = '7f2c4c8e1b2a4d3e9f10112233445566'
+    assert seen['v1'] == [[uuid, 0, 32766, pynvml.NVML_GPU_FABRIC_STATE_COMPLETED],
+                          [uuid, pynvml.NVML_ERROR_NOT_READY, 32766, pynvml.NVML_GPU_FABRIC_STATE_IN_PROGRESS]]
+    assert seen['v2'] == [pynvml.nvmlGpuFabricInfo_v2, uuid, 0, 32766, pynvml.NVML_GPU_FABRIC_STATE_COMPLETED, 5]
+    assert seen['v3'] == [pynvml.nvmlGpuFabricInfo_v3, uuid, pynvml.NVML_ERROR_NOT_READY, 32766,
+                          pynvml.NVML_GPU_FABRIC_STATE_IN_PROGRESS, 5]
+    assert (seen['wrong_version'], seen['mig']) == ('NVMLError_ArgumentVersionMismatch', 'NVMLError_NotSupported')
+    code = _call_names('''
+        pynvml.nvmlInit()
+        info = pynvml.c_nvmlGpuFabricInfo_t()
+        print(json.dumps(name(lambda: pynvml.nvmlDeviceGetGpuFabricInfo(pynvml.nvmlDeviceGetHandleByIndex(0),
+                                                                          ctypes.byref(info)))))
+    ''')
+    assert nvml.json(PROFILES_DIR / 'h100.json', code) == 'NVMLError_NotSupported'   # no fabric in the profile
+
+
+# --- GPU and compute instances listed by profile, as mig-parted walks them (internal/nvlib/mig/mig.go)
+
+def test_gpu_and_compute_instances_by_profile(nvml):
+    code = _call_names('''
+        pynvml.nvmlInit()
+        gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+        def gpu_instances(profile_id, capacity=7):
+            array = (pynvml.c_nvmlGpuInstance_t * capacity)()
+            count = ctypes.c_uint(capacity)
+            pynvml.nvmlDeviceGetGpuInstances(gpu, profile_id, array, ctypes.byref(count))
+            return [pynvml.nvmlGpuInstanceGetInfo(array[i]).id for i in range(count.value)]
+        def compute_instances(gi_id, profile, capacity=8):
+            gi = pynvml.nvmlDeviceGetGpuInstanceById(gpu, gi_id)
+            array = (pynvml.c_nvmlComputeInstance_t * capacity)()
+            count = ctypes.c_uint(capacity)
+            pynvml.nvmlGpuInstanceGetComputeInstances(gi, profile, array, ctypes.byref(count))
+            return [pynvml.nvmlComputeInstanceGetInfo(array[i]).id for i in range(count.value)]
+        two_slices = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(gpu, pynvml.NVML_GPU_INSTANCE_PROFILE_2_SLICE,
+                                                                version=1)
+        print(json.dumps({
+            'by_profile_id': {pid: name(lambda: gpu_instances(pid)) for pid in (0, 5, 9, 14, 19, 1)},
+            'too_small': name(lambda: gpu_instances(14, capacity=0)),
+            'instance_count_2g': two_slices.instanceCount,
+            'cis': {profile: name(lambda: compute_instances(3, profile)) for profile in range(4)},
+            'cis_too_small': name(lambda: compute_instances(3, 0, capacity=1)),
+            'ci_profile_out_of_range': name(lambda: compute_instances(3, 9)),
+        }))
+    ''')
+    seen = nvml.json(PROFILES_DIR / 'a100-mig-compute-instances.json', code)
+    assert seen['by_profile_id'] == {'0': [], '5': [], '9': [2], '14': [3], '19': [], '1': 'NVMLError_InvalidArgument'}
+    assert seen['too_small'] == 'NVMLError_InsufficientSize' and seen['instance_count_2g'] == 3
+    assert seen['cis'] == {'0': [0, 1], '1': [], '2': 'NVMLError_NotSupported', '3': 'NVMLError_NotSupported'}
+    assert (seen['cis_too_small'], seen['ci_profile_out_of_range']) == ('NVMLError_InsufficientSize',
+                                                                          'NVMLError_InvalidArgument')
+    code = _call_names('''
+        pynvml.nvmlInit()
+        gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+        array, count = (pynvml.c_nvmlGpuInstance_t * 7)(), ctypes.c_uint(7)
+        def me():
+            info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(gpu, pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1,
+                                                              version=1)
+            return [info.id, info.instanceCount]
+        print(json.dumps({'me_instances': name(me),
+                          'mig_off': name(lambda: pynvml.nvmlDeviceGetGpuInstances(gpu, 19, array, ctypes.byref(count)))}))
+    ''')
+    assert nvml.json(PROFILES_DIR / 'h100-mig-me.json', code)['me_instances'] == [20, 1]   # "1g.10gb+me ... 1/1"
+    assert nvml.json(PROFILES_DIR / 'h100.json', code)['mig_off'] == 'NVMLError_NotSupported'
+
+
+# --- the exports, against the README
+
+def _readme_table(header):
+    """The nvml* names in the first column of the README table whose header line is header ("`x`, `_v2`" is x_v2)."""
+    text = (FAKENVML_DIR / 'README.md').read_text(encoding='utf-8')
+    rows = re.match(r'(\|.*\n)+', text.split('\n' + header + '\n', 1)[1]).group(0).splitlines()[1:]
+    names = set()
+    for row in rows:
+        cell = row.split('|')[1]
+        names |= set(re.findall(r'`(nvml\w+)`', cell))
+        names |= {base + suffix for base, suffix in re.findall(r'`(nvml\w+?)`, `(_v\d)`', cell)}
+    return names
+
+
+def test_exports_are_nvml_and_match_the_readme(fake_nvml_dir):
+    symbols = subprocess.run(['nm', '-D', '--defined-only', str(fake_nvml_dir / 'libnvidia-ml.so.1')],
+                             capture_output=True, text=True, check=True).stdout.split('\n')
+    exported = {line.split()[-1] for line in symbols if line.strip()}
+    assert exported and all(name.startswith('nvml') for name in exported), sorted(exported)
+    implemented = _readme_table('| function | answer |')
+    callers = _readme_table('| function | program | where |')
+    assert implemented == exported, (sorted(implemented - exported), sorted(exported - implemented))
+    assert callers <= exported, sorted(callers - exported)
+
+
+# --- mig-minors: sandbox/fakenvml/mig_minors.py
+
+def _mig_minors():
+    spec = importlib.util.spec_from_file_location('mig_minors', FAKENVML_DIR / 'mig_minors.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MIG_MINORS = _mig_minors()
+
+
+def test_mig_minors_is_the_drivers_table(load_profile):
+    lines = MIG_MINORS.render(load_profile('t4')).splitlines()
+    # nv-caps.c: config and monitor, then gpu0..31 x gi0..14 x (access, ci0..7 access), minors in that order from 1
+    assert len(lines) == 2 + 32 * 15 * 9
+    assert lines[:5] == ['config 1', 'monitor 2', 'gpu0/gi0/access 3', 'gpu0/gi0/ci0/access 4',
+                         'gpu0/gi0/ci1/access 5']
+    assert 'gpu0/gi1/access 12' in lines and 'gpu0/gi1/ci0/access 13' in lines
+    # values seen on real hosts (quoted in NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/nvlib.go)
+    assert 'gpu3/gi3/ci3/access 439' in lines and 'gpu6/gi11/ci7/access 920' in lines
+    assert lines[-1] == 'gpu31/gi14/ci7/access 4322'
+    assert [int(line.split()[1]) for line in lines] == list(range(1, 4323))
+    # the same table whatever the layout; none without the kernel module
+    assert MIG_MINORS.render(load_profile('a100x8-mig-mixed')) == MIG_MINORS.render(load_profile('t4'))
+    assert MIG_MINORS.render(load_profile('failure-driver-not-loaded')) is None
+    assert MIG_MINORS.render(load_profile('failure-no-permission')) is not None
+
+
+def test_mig_device_paths_follow_the_gpu_minor(load_profile):
+    profile = load_profile('a100-mig-compute-instances')
+    (gi3_ci0, gi3_ci1) = [m['uuid'] for m in profile['devices'][0]['mig']['devices'] if m['gpu_instance_id'] == 3]
+    paths = MIG_MINORS.device_paths(profile)
+    assert paths[gi3_ci0] == ['/dev/nvidia0', '/dev/nvidia-caps/nvidia-cap30', '/dev/nvidia-caps/nvidia-cap31']
+    assert paths[gi3_ci1] == ['/dev/nvidia0', '/dev/nvidia-caps/nvidia-cap30', '/dev/nvidia-caps/nvidia-cap32']
+    mixed = load_profile('a100x8-mig-mixed')
+    gpu = mixed['devices'][6]
+    first = gpu['mig']['devices'][0]
+    assert MIG_MINORS.device_paths(mixed)[first['uuid']][0] == '/dev/nvidia%d' % gpu['minor_number']
+    assert len(MIG_MINORS.device_paths(mixed)) == 31
+    assert MIG_MINORS.capabilities(load_profile('h100')) == [('config', 1), ('monitor', 2)]
+    with pytest.raises(MIG_MINORS.MigMinorsError):
+        MIG_MINORS.minor(32, 0)
+
+
+def test_mig_minors_writes_the_file_and_the_devices(load_profile, tmp_path):
+    profile = load_profile('a100-mig-compute-instances')
+    out = tmp_path / 'caps' / 'mig-minors'
+    if os.geteuid() == 0:
+        made = MIG_MINORS.write(profile, str(out), str(tmp_path / 'dev'), major=511)
+        nodes = {p.name: (stat.S_ISCHR(p.stat().st_mode), os.major(p.stat().st_rdev), os.minor(p.stat().st_rdev),
+                          stat.S_IMODE(p.stat().st_mode)) for p in (tmp_path / 'dev').iterdir()}
+        assert made == 7 and nodes == {'nvidia-cap%d' % m: (True, 511, m, 0o400 if m == 1 else 0o444)
+                                       for _cap, m in MIG_MINORS.capabilities(profile)}
+        assert MIG_MINORS.write(profile, str(out), str(tmp_path / 'dev')) == 0   # existing nodes stay
+    else:
+        MIG_MINORS.write(profile, str(out))
+    assert out.read_text(encoding='ascii') == MIG_MINORS.render(profile)
+    MIG_MINORS.write(load_profile('failure-driver-not-loaded'), str(out))
+    assert not out.exists()

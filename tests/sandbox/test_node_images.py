@@ -170,3 +170,37 @@ def test_fake_pci_bus(node, request):
         expected = {}
     bus = _json(node, PCI_PROBE, python='/usr/bin/python3')
     assert {bdf: attrs for bdf, attrs in bus.items() if attrs['vendor'] == '0x10de'} == expected
+
+
+def _mig_minors():
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    spec = importlib.util.spec_from_file_location('mig_minors', ROOT / 'sandbox' / 'fakenvml' / 'mig_minors.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MIG_MINORS = _mig_minors()
+CAPS_PROBE = """
+import json, os, stat
+caps = {}
+for name in sorted(os.listdir('/dev/nvidia-caps')) if os.path.isdir('/dev/nvidia-caps') else []:
+    st = os.stat(os.path.join('/dev/nvidia-caps', name))
+    caps[name] = [stat.S_ISCHR(st.st_mode), os.major(st.st_rdev), os.minor(st.st_rdev)]
+print(json.dumps(caps))
+"""
+
+
+@pytest.mark.parametrize('node', _nodes('gpu'), indirect=True)
+def test_gpu_node_has_the_mig_capability_files_of_its_profile(node, request):
+    """fake-nvml-caps.service wrote the driver's mig-minors table beside the profile and the /dev/nvidia-caps nodes
+    of the profile's MIG devices, as sandbox/fakenvml/mig_minors.py renders them."""
+    name = request.node.callspec.params['node']['profile']
+    with open(PROFILES_DIR / ('%s.json' % name), encoding='utf-8') as handle:
+        profile = json.load(handle)
+    assert node.service('fake-nvml-caps').is_enabled
+    minors = node.file(MIG_MINORS.NODE_MIG_MINORS)
+    assert minors.exists and minors.content_string == MIG_MINORS.render(profile)
+    expected = {'nvidia-cap%d' % minor: [True, MIG_MINORS.DEFAULT_MAJOR, minor]
+                for _cap, minor in MIG_MINORS.capabilities(profile)}
+    assert _json(node, CAPS_PROBE, python='/usr/bin/python3') == expected
