@@ -1020,8 +1020,8 @@ def test_nvlink_state_and_remote_pci_info(nvml, tmp_path):
 
 def test_gpu_fabric_info(nvml, tmp_path):
     fabric = {'cluster_uuid': '7f2c4c8e-1b2a-4d3e-9f10-112233445566', 'clique_id': 32766, 'health_mask': 5}
-    devices = [dict(_profile()['devices'][0], fabric=fabric, mig={'capable': True, 'current': True,
-                                                                    'devices': [MIG_DEVICE]}),
+    mig = {'capable': True, 'current': True, 'devices': [MIG_DEVICE]}
+    devices = [dict(_profile()['devices'][0], fabric=fabric, mig=mig),
                dict(_profile()['devices'][0], uuid='GPU-21111111-2222-3333-4444-555555555555',
                     pci_bus_id='00000000:0F:00.0', minor_number=1,
                     fabric=dict(fabric, state='in_progress', status='NOT_READY'))]
@@ -1100,8 +1100,8 @@ def test_gpu_and_compute_instances_by_profile(nvml):
     assert seen['by_profile_id'] == {'0': [], '5': [], '9': [2], '14': [3], '19': [], '1': 'NVMLError_InvalidArgument'}
     assert seen['too_small'] == 'NVMLError_InsufficientSize' and seen['instance_count_2g'] == 3
     assert seen['cis'] == {'0': [0, 1], '1': [], '2': 'NVMLError_NotSupported', '3': 'NVMLError_NotSupported'}
-    assert (seen['cis_too_small'], seen['ci_profile_out_of_range']) == ('NVMLError_InsufficientSize',
-                                                                          'NVMLError_InvalidArgument')
+    assert seen['cis_too_small'] == 'NVMLError_InsufficientSize'
+    assert seen['ci_profile_out_of_range'] == 'NVMLError_InvalidArgument'
     code = _call_names('''
         pynvml.nvmlInit()
         gpu = pynvml.nvmlDeviceGetHandleByIndex(0)

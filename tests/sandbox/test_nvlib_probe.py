@@ -187,14 +187,13 @@ def expected_report(profile):
     ancestors = [TOPOLOGY_NODE if devices[a].get('numa_node', 0) == devices[b].get('numa_node', 0) else TOPOLOGY_SYSTEM
                  for a in reachable for b in reachable if a != b]
     remotes = [[link.upper() for link in devices[i].get('nvlinks', [])] for i in reachable]
+    default_nvml_version = '%d.%s' % (profile['cuda_driver_version'] // 1000, profile['driver_version'])
     return {
         'platform': 'nvml',
         'init': 'SUCCESS',
         'driver_version': nvml(profile['driver_version'], 'nvmlSystemGetDriverVersion', top),
         'cuda_driver_version': nvml(profile['cuda_driver_version'], 'nvmlSystemGetCudaDriverVersion', top),
-        'nvml_version': nvml(profile.get('nvml_version', '%d.%s' % (profile['cuda_driver_version'] // 1000,
-                                                                      profile['driver_version'])),
-                             'nvmlSystemGetNVMLVersion', top),
+        'nvml_version': nvml(profile.get('nvml_version', default_nvml_version), 'nvmlSystemGetNVMLVersion', top),
         'count': len(devices),
         'walk': walk,
         'devices': [expected_device(i, gpu, top) for i, gpu in enumerate(devices)],
@@ -246,7 +245,7 @@ def test_media_extension_profile_next_to_the_plain_one(probe):
 
 def test_one_profile_name_on_two_gpu_models(probe):
     seen = probe.report(PROFILES_DIR / 'a100-h100-mig-same-profile.json')
-    a100, h100 = ([m for m in gpu['mig_devices']] for gpu in seen['devices'])
+    a100, h100 = (gpu['mig_devices'] for gpu in seen['devices'])
     assert {m['profile'] for m in a100} == {m['profile'] for m in h100} == {'1g.10gb'}
     assert a100[0]['attributes'] != h100[0]['attributes']
     assert (a100[0]['attributes']['multiprocessors'], h100[0]['attributes']['multiprocessors']) == (14, 16)
@@ -319,8 +318,8 @@ def test_every_symbol_go_nvlib_binds_is_exported_and_in_the_readme(probe, tmp_pa
     bound = set()
     for name in ('a100x8-mig-mixed', 'h100-mig-me', 'a100-mig-compute-instances'):
         log = tmp_path / name
-        proc = probe(PROFILES_DIR / ('%s.json' % name), extra_env={'LD_DEBUG': 'bindings',
-                                                                    'LD_DEBUG_OUTPUT': str(log)})
+        debug = {'LD_DEBUG': 'bindings', 'LD_DEBUG_OUTPUT': str(log)}
+        proc = probe(PROFILES_DIR / ('%s.json' % name), extra_env=debug)
         assert proc.returncode == 0, proc.stderr
         for path in tmp_path.glob(name + '.*'):
             bound |= set(re.findall(r"to \S*libnvidia-ml\.so\.1 \[0\]: normal symbol `(nvml\w+)'",
