@@ -25,6 +25,8 @@ description:
     per MIG device plus C(nvidia.com/gpu) per GPU with MIG off."
   - Time-slicing and MPS multiply each shared resource by its replicas, renamed to C(<name>.shared) with
     C(rename_by_default).
+  - A node NVIDIA's plugin would exit on (a lost GPU, a C(1c.2g.20gb) MIG device under C(mixed), ...) fails the filter
+    with the plugin's reason.
 options:
   _input:
     description: Node name to C(gpu) fact.
@@ -40,6 +42,12 @@ options:
     type: dict
   node_names:
     description: Inventory name to Kubernetes node name, for hosts whose names differ; the result uses node names.
+    type: dict
+  configs:
+    description: Named configs, as O(kubegpu.cluster.device_plugin_deploy#module:configs).
+    type: dict
+  node_configs:
+    description: Node (or inventory) name to config name, as O(kubegpu.cluster.device_plugin_deploy#module:node_configs).
     type: dict
 """
 
@@ -65,12 +73,14 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import Kub
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import allocatable, plugin_config
 
 
-def gpu_expected_resources(facts, mig_strategy="none", sharing=None, node_names=None):
+def gpu_expected_resources(facts, mig_strategy="none", sharing=None, node_names=None, configs=None, node_configs=None):
     if not isinstance(facts, dict):
         raise AnsibleFilterError("gpu_expected_resources: expects node name to gpu fact, got %s" % type(facts).__name__)
-    params = {"mig_strategy": mig_strategy, "sharing": sharing, "facts": facts, "node_names": node_names}
+    params = {"mig_strategy": mig_strategy, "sharing": sharing, "facts": facts, "node_names": node_names,
+              "configs": configs, "node_configs": node_configs}
     try:
-        return allocatable.expected(params, plugin_config.build_config(params))
+        named = plugin_config.named_configs(params)
+        return allocatable.expected(params, named[0][1], plugin_config.configs_by_node(params, named))
     except KubegpuError as exc:
         raise AnsibleFilterError("gpu_expected_resources: %s" % exc)
 

@@ -15,8 +15,9 @@ version_added: 0.1.0
 description:
   - "Renders the NVIDIA k8s-device-plugin as Kubernetes objects modelled on its static manifest (v0.20.0 by default):
     a namespace, a ConfigMap holding the plugin's C(config.yaml) (C(version: v1), C(flags) and C(sharing) in the
-    plugin's own schema), the plugin DaemonSet reading it through E(CONFIG_FILE), and optionally a RuntimeClass and
-    GPU feature discovery with least-privilege RBAC."
+    plugin's own schema; one key per config with O(configs)), the plugin DaemonSet reading it through E(CONFIG_FILE),
+    NVIDIA's MPS control daemon where a config shares by MPS, and optionally a RuntimeClass and GPU feature discovery
+    with least-privilege RBAC."
   - The options are checked with the plugin's own rules (replicas, MPS with MIG, resource names, devices, strategies)
     before any API call, so a config the plugin would refuse never reaches the cluster.
   - Objects are written with server-side apply (field manager C(kubegpu.cluster), conflicts forced). A hash of the
@@ -47,11 +48,6 @@ options:
     type: list
     elements: str
     default: []
-  mig_strategy:
-    description: The plugin's C(flags.migStrategy).
-    type: str
-    choices: [none, single, mixed]
-    default: none
   device_list_strategy:
     description: The plugin's C(flags.plugin.deviceListStrategy), how devices are passed to containers.
     type: list
@@ -71,46 +67,26 @@ options:
     description: The plugin's C(flags.nvidiaDriverRoot), where the driver is installed on the host.
     type: str
     default: /
-  sharing:
-    description: GPU sharing (the C(sharing) section of the config).
-    type: dict
-    suboptions:
-      strategy:
-        description:
-          - V(time-slicing) or V(mps) advertise every GPU O(sharing.replicas) times. MPS is refused with
-            O(mig_strategy=mixed) and sets C(flags.mpsRoot) to C(/run/nvidia/mps) (mounted from the host).
-          - MPS also needs NVIDIA's MPS control daemon running on the nodes, which this module does not deploy.
-        type: str
-        choices: [none, time-slicing, mps]
-        default: none
-      replicas:
-        description: Replicas per GPU, at least 2 (the plugin refuses fewer); the default for O(sharing.resources).
-        type: int
-      rename_by_default:
-        description: Advertise the shared resources as C(<name>.shared), for example C(nvidia.com/gpu.shared).
-        type: bool
-        default: false
-      fail_requests_greater_than_one:
-        description: Refuse containers that ask for more than one shared device (always on for MPS unless set).
-        type: bool
-      devices:
-        description:
-          - Which GPUs are shared, V(all), a count greater than 0, or a list of GPU indexes, C(gpu:mig) indexes or
-            C(GPU-)/C(MIG-) UUIDs. Note that v0.20.0 logs and ignores device subsets.
-        type: raw
-      resources:
-        description: Resources to share, each a dict with C(name), C(replicas) and C(devices); defaults to C(nvidia.com/gpu).
-        type: list
-        elements: dict
   runtime_class:
     description:
       - Name of a RuntimeClass with handler C(nvidia) to create (unless one of that name exists) and to run the pods
         with. Leave empty when the NVIDIA runtime is the container runtime's default.
     type: str
   node_selector:
-    description: The pods' nodeSelector.
+    description:
+      - The pods' nodeSelector. Each DaemonSet adds its operand's deploy label (O(deploy_labels)), a named config's
+        C(nvidia.com/device-plugin.config) label, and for the MPS control daemon C(nvidia.com/mps.capable=true).
     type: dict
     default: {"nvidia.com/gpu.present": "true"}
+  deploy_labels:
+    description:
+      - Select on the GPU Operator's operand labels, C(nvidia.com/gpu.deploy.device-plugin=true) for the plugin and
+        the MPS control daemon and C(nvidia.com/gpu.deploy.gpu-feature-discovery=true) for GFD, so that NVIDIA's MIG
+        manager can stop our pods while it changes a node's MIG layout (it sets them to C(paused-for-mig-change)).
+        M(kubegpu.cluster.gpu_node_labels) sets them to V(true) where they are absent.
+      - V(false) for clusters where nothing sets those labels.
+    type: bool
+    default: true
   tolerations:
     description: The pods' tolerations. Defaults to C(nvidia.com/gpu) Exists NoSchedule and C(CriticalAddonsOnly) Exists.
     type: list
@@ -121,7 +97,7 @@ options:
     default: system-node-critical
   gfd:
     description:
-      - Also deploy GPU feature discovery (same image, its own DaemonSet, C(flags.gfd) in the shared config). Its
+      - Also deploy GPU feature discovery (same image, a DaemonSet per config, C(flags.gfd) in the config). Its
         ServiceAccount may only C(get), C(list), C(watch), C(create) and C(update) C(nodefeatures.nfd.k8s-sigs.io)
         in O(namespace) (the NodeFeature objects NFD turns into node labels) and C(get) nodes.
       - Node feature discovery (NFD) must run in the cluster, with its NodeFeature API, to turn those objects into
@@ -157,8 +133,11 @@ options:
       - Host name to its C(gpu) fact, as M(kubegpu.cluster.gpu_facts) returns it. The module works out what each node
         will advertise from these facts and the plugin's config, with the plugin's own rules (the counts
         M(kubegpu.cluster.gpu_expected_resources) previews), and waits for exactly that, as with O(expected). Nodes
-        without GPUs are left out. A node the plugin would refuse under these options (for example MIG devices of
-        several profiles with O(mig_strategy=single)) fails the module before any API call.
+        without GPUs are left out, and each node is predicted under its own config (O(node_configs)).
+      - A node the plugin would exit on under its config (a lost GPU, a compute capability NVML does not give, MIG
+        devices of several types with O(mig_strategy=single), a C(1c.2g.20gb) MIG device with O(mig_strategy=mixed),
+        ...) fails the module before any API call, naming every such node and the plugin's own reason, instead of
+        waiting out O(wait_timeout).
       - Mutually exclusive with O(expected).
     type: dict
     default: {}
@@ -168,6 +147,7 @@ options:
     default: {}
 extends_documentation_fragment:
   - kubegpu.cluster.k8s_auth
+  - kubegpu.cluster.nvidia_plugin_config
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -212,6 +192,18 @@ EXAMPLES = r"""
       replicas: 4
       rename_by_default: true
 
+- name: MIG mixed by default, MPS (with its control daemon) on the nodes gpu-7 and gpu-8
+  kubegpu.cluster.device_plugin_deploy:
+    mig_strategy: mixed
+    configs:
+      mps4:
+        mig_strategy: none
+        sharing: {strategy: mps, replicas: 4}
+    node_configs:
+      gpu-7: mps4
+      gpu-8: mps4
+    facts: "{{ dict(groups['gpu_nodes'] | zip(groups['gpu_nodes'] | map('extract', hostvars, ['ansible_facts', 'gpu']))) }}"
+
 - name: MIG mixed with GPU feature discovery, from a private registry
   kubegpu.cluster.device_plugin_deploy:
     mig_strategy: mixed
@@ -233,8 +225,13 @@ objects:
   elements: dict
   sample: [{"kind": "DaemonSet", "name": "nvidia-device-plugin-daemonset", "namespace": "nvidia-device-plugin",
             "action": "created"}]
+configs:
+  description: Every config by name (C(default) and each of O(configs)), as data.
+  returned: always
+  type: dict
+  sample: {"default": {"version": "v1", "flags": {"migStrategy": "none"}}}
 config:
-  description: The rendered C(config.yaml) as data.
+  description: The rendered C(config.yaml) of the default config as data.
   returned: always
   type: dict
   sample: {"version": "v1", "flags": {"migStrategy": "none", "failOnInitError": true, "nvidiaDriverRoot": "/",
@@ -271,6 +268,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.args import plugin_config_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.deployment import run
 
 
@@ -281,22 +279,14 @@ def main():
             version=dict(type="str", default=nv.DEVICE_PLUGIN_VERSION),
             image=dict(type="str"),
             image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),  # names, not secrets
-            mig_strategy=dict(type="str", default=nv.DEFAULT_MIG_STRATEGY, choices=list(nv.MIG_STRATEGIES)),
             device_list_strategy=dict(type="list", elements="str", default=list(nv.DEFAULT_DEVICE_LIST_STRATEGY),
                                       choices=list(nv.DEVICE_LIST_STRATEGIES)),
             device_id_strategy=dict(type="str", default=nv.DEFAULT_DEVICE_ID_STRATEGY, choices=list(nv.DEVICE_ID_STRATEGIES)),
             fail_on_init_error=dict(type="bool", default=True),
             nvidia_driver_root=dict(type="str", default=nv.DEFAULT_DRIVER_ROOT),
-            sharing=dict(type="dict", options=dict(
-                strategy=dict(type="str", default="none", choices=list(nv.SHARING_STRATEGIES)),
-                replicas=dict(type="int"),
-                rename_by_default=dict(type="bool", default=False),
-                fail_requests_greater_than_one=dict(type="bool"),
-                devices=dict(type="raw"),
-                resources=dict(type="list", elements="dict"),
-            )),
             runtime_class=dict(type="str"),
             node_selector=dict(type="dict", default=dict(nv.DEFAULT_NODE_SELECTOR)),
+            deploy_labels=dict(type="bool", default=True),
             tolerations=dict(type="list", elements="dict"),
             priority_class=dict(type="str", default=nv.DEFAULT_PRIORITY_CLASS),
             gfd=dict(type="bool", default=False),
@@ -306,6 +296,7 @@ def main():
             expected=dict(type="dict", default={}),
             facts=dict(type="dict", default={}),
             node_names=dict(type="dict", default={}),
+            **plugin_config_spec()
         ),
         mutually_exclusive=[("expected", "facts")],
         supports_check_mode=True,

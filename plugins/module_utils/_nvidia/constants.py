@@ -55,9 +55,14 @@ DEVICE_PLUGIN_NAMESPACE = "nvidia-device-plugin"
 APP_NAME = "nvidia-device-plugin"
 PLUGIN_NAME = "nvidia-device-plugin-daemonset"
 GFD_NAME = "gpu-feature-discovery"
+MPS_DAEMON_NAME = APP_NAME + "-mps-control-daemon"  # the Helm chart's "<fullname>-mps-control-daemon"
 CONFIGMAP_NAME = "nvidia-device-plugin-config"
-CONFIG_KEY = "config.yaml"
+CONFIG_KEY = "config.yaml"  # the default config's key, and the file name every pod reads its config from
 CONFIG_DIR = "/config"
+# Per-node configs: one DaemonSet per config, the nodes picked by LABEL_DEVICE_PLUGIN_CONFIG (the Helm chart's key)
+DEFAULT_CONFIG_NAME = "default"
+CONFIG_NAME_MAX = 20  # "nvidia-device-plugin-mps-control-daemon-<name>" stays a 63-character name
+LABEL_PLUGIN_CONFIG = "kubegpu.cluster/plugin-config"  # on our pods: which config a DaemonSet's pods run
 MPS_ROOT = "/run/nvidia/mps"  # the plugin's mpsRoot on the host; /mps inside its pod
 KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
 GPU_TOLERATION = {"key": RESOURCE_GPU, "operator": "Exists", "effect": "NoSchedule"}

@@ -22,16 +22,19 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants 
 NVML_HINT = ("Known causes: the plugin pod cannot load NVML ('Failed to initialize NVML: could not load NVML library') "
              "when the NVIDIA runtime is not the container runtime's default and no RuntimeClass is used (set "
              "runtime_class, or make the runtime the default with kubegpu.cluster.nvidia_runtime_config); no "
-             "nvidia.com/gpu.present=true label on the node (node_selector); an invalid sharing config; unhealthy "
+             "nvidia.com/gpu.present=true label on the node (node_selector) or an operand deploy label other than true "
+             "(nvidia.com/gpu.deploy.*, paused by NVIDIA's MIG manager); with MPS, no MPS control daemon answering "
+             "on the node yet (it runs where nvidia.com/mps.capable=true); an invalid sharing config; unhealthy "
              "devices lower allocatable.")
 PLUGIN_COMPONENT = "device-plugin"
 
 
 def run(params, check_mode=False, want_diff=False, client=None, client_factory=None):
     """The module's work; returns its result dict."""
-    config = plugin_config.validate(params)
+    configs = plugin_config.validate(params)
+    config = configs[0][1]
     present = params.get("state") != "absent"
-    wanted = allocatable.expected(params, config) if present else {}
+    wanted = allocatable.expected(params, config, plugin_config.configs_by_node(params, configs)) if present else {}
     if client is None:
         client = (client_factory or k8s_client.from_params)(params)
     namespace = params.get("namespace") or DEVICE_PLUGIN_NAMESPACE
@@ -39,11 +42,11 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
     objects = ObjectSet(client, namespace, APP_NAME, manifests.MANAGED_KINDS, check_mode=check_mode,
                         want_diff=want_diff)
     result = {"config": config, "config_hash": plugin_config.config_hash(config), "namespace": namespace,
-              "resources": {}, "expected": wanted}
+              "configs": dict(configs), "resources": {}, "expected": wanted}
     if not present:
         objects.absent(wait=params.get("wait", True), timeout=timeout)
     else:
-        applied = objects.present(manifests.render(params, config))
+        applied = objects.present(manifests.render(params, configs))
         if params.get("wait", True) and not check_mode:
             deadline = objects.wait_rollout(applied, timeout, PLUGIN_COMPONENT, NVML_HINT)
             result["resources"] = objects.wait_allocatable(wanted, deadline, RESOURCE_PREFIX, timeout,

@@ -19,12 +19,13 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects impor
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import owner_labels
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    APP_NAME, CONFIG_DIR, CONFIG_KEY, CONFIGMAP_NAME, DEFAULT_NODE_SELECTOR, DEFAULT_PRIORITY_CLASS, DEFAULT_TOLERATIONS,
-    DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_VERSION, GFD_NAME, KUBELET_DEVICE_PLUGINS, MPS_ROOT, PLUGIN_NAME,
-    RUNTIME_NAME, default_image,
+    APP_NAME, CONFIG_DIR, CONFIG_KEY, CONFIGMAP_NAME, DEFAULT_CONFIG_NAME, DEFAULT_NODE_SELECTOR,
+    DEFAULT_PRIORITY_CLASS, DEFAULT_TOLERATIONS, DEPLOY_LABEL_ON, DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_VERSION,
+    GFD_NAME, KUBELET_DEVICE_PLUGINS, LABEL_DEPLOY_DEVICE_PLUGIN, LABEL_DEPLOY_GFD, LABEL_DEVICE_PLUGIN_CONFIG,
+    LABEL_MPS_CAPABLE, LABEL_PLUGIN_CONFIG, MPS_DAEMON_NAME, MPS_ROOT, PLUGIN_NAME, RUNTIME_NAME, default_image,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.plugin_config import (
-    build_config, config_hash, config_yaml,
+    config_hash, config_key, config_yaml, named_configs,
 )
 
 
@@ -36,19 +37,64 @@ def _meta(name, component, namespace=None, cluster_owner=None):
 
 
 _SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+# The MPS control daemon sets the GPUs' compute mode and mounts its shm: the chart runs it privileged
+# (deployments/helm/nvidia-device-plugin/templates/daemonset-mps-control-daemon.yml).
+_PRIVILEGED = {"privileged": True}
 
 
-def _pod_spec(params, containers, volumes, service_account=None):
+class _Placement(object):
+    """Where one config's pods run: the user's node selector, the operand's deploy label (so NVIDIA's MIG manager can
+    pause them), and with several configs the config label (``nvidia.com/device-plugin.config``): a named config's
+    nodes carry its name, the default config runs on every node that names no other."""
+
+    def __init__(self, params, name, names):
+        self.params = params
+        self.name = name
+        self.others = sorted(n for n in names if n != DEFAULT_CONFIG_NAME)
+        self.multi = len(names) > 1
+
+    def node_selector(self, deploy_label, extra=None):
+        selector = dict(self.params.get("node_selector") if self.params.get("node_selector") is not None
+                        else DEFAULT_NODE_SELECTOR)
+        if self.params.get("deploy_labels", True):
+            selector[deploy_label] = DEPLOY_LABEL_ON
+        if self.multi and self.name != DEFAULT_CONFIG_NAME:
+            selector[LABEL_DEVICE_PLUGIN_CONFIG] = self.name
+        selector.update(extra or {})
+        return selector
+
+    def affinity(self):
+        if not (self.multi and self.name == DEFAULT_CONFIG_NAME):
+            return None
+        term = {"key": LABEL_DEVICE_PLUGIN_CONFIG, "operator": "NotIn", "values": self.others}
+        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [term]}]}}}
+
+    def object_name(self, base, single=None):
+        """``<base>-<config>`` with several configs, else ``single`` (or ``base``): one config keeps the names
+        earlier releases used, so a plain upgrade rolls nothing."""
+        return "%s-%s" % (base, self.name) if self.multi else (single or base)
+
+    def labels(self):
+        return {LABEL_PLUGIN_CONFIG: self.name} if self.multi else {}
+
+
+def _pod_spec(params, placement, deploy_label, containers, volumes, service_account=None, extra_selector=None,
+              init_containers=None):
     spec = {
         "priorityClassName": params.get("priority_class") if params.get("priority_class") is not None
         else DEFAULT_PRIORITY_CLASS,
         "tolerations": copy.deepcopy(params.get("tolerations") if params.get("tolerations") is not None
                                      else DEFAULT_TOLERATIONS),
-        "nodeSelector": dict(params.get("node_selector") if params.get("node_selector") is not None
-                             else DEFAULT_NODE_SELECTOR),
+        "nodeSelector": placement.node_selector(deploy_label, extra_selector),
         "containers": containers,
         "volumes": volumes,
     }
+    affinity = placement.affinity()
+    if affinity:
+        spec["affinity"] = affinity
+    if init_containers:
+        spec["initContainers"] = init_containers
     if not spec["priorityClassName"]:
         del spec["priorityClassName"]
     if params.get("runtime_class"):
@@ -60,9 +106,9 @@ def _pod_spec(params, containers, volumes, service_account=None):
     return spec
 
 
-def _daemonset(name, component, namespace, params, pod_spec, digest):
-    labels = owner_labels(APP_NAME, component)
-    selector = {LABEL_NAME: APP_NAME, LABEL_COMPONENT: component}
+def _daemonset(name, component, namespace, placement, pod_spec, digest):
+    labels = dict(owner_labels(APP_NAME, component), **placement.labels())
+    selector = dict({LABEL_NAME: APP_NAME, LABEL_COMPONENT: component}, **placement.labels())
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -78,22 +124,33 @@ def _daemonset(name, component, namespace, params, pod_spec, digest):
     }
 
 
-def _config_volume():
-    return {"name": "config", "configMap": {"name": CONFIGMAP_NAME, "items": [{"key": CONFIG_KEY, "path": CONFIG_KEY}]}}
+def _config_volume(name):
+    """The ConfigMap's key of config ``name``, seen by every pod as ``/config/config.yaml``."""
+    return {"name": "config", "configMap": {"name": CONFIGMAP_NAME,
+                                            "items": [{"key": config_key(name), "path": CONFIG_KEY}]}}
 
 
-def render(params, config=None):
-    """Every object the deployment needs, in apply order, as plain dicts (the namespace is the object set's)."""
-    config = config if config is not None else build_config(params)
+_CONFIG_MOUNT = {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}
+_CONFIG_ENV = {"name": "CONFIG_FILE", "value": "%s/%s" % (CONFIG_DIR, CONFIG_KEY)}
+# MPS: the root (pipes, logs) and its shm, as the chart mounts them in the plugin and the daemon
+_MPS_VOLUMES = [{"name": "mps-root", "hostPath": {"path": MPS_ROOT, "type": "DirectoryOrCreate"}},
+                {"name": "mps-shm", "hostPath": {"path": MPS_ROOT + "/shm"}}]
+_MPS_MOUNTS = [{"name": "mps-shm", "mountPath": "/dev/shm"}, {"name": "mps-root", "mountPath": "/mps"}]
+
+
+def render(params, configs=None):
+    """Every object the deployment needs, in apply order, as plain dicts (the namespace is the object set's):
+    ``configs`` is :func:`plugin_config.named_configs`' list, each config with its own DaemonSets."""
+    configs = configs if configs is not None else named_configs(params)
+    names = [name for name, _config in configs]
     namespace = params.get("namespace") or DEVICE_PLUGIN_NAMESPACE
     version = params.get("version") or DEVICE_PLUGIN_VERSION
     image = params.get("image") or default_image(version)
-    digest = config_hash(config)
     objects = [{
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(CONFIGMAP_NAME, "config", namespace),
-        "data": {CONFIG_KEY: config_yaml(config)},
+        "data": dict((config_key(name), config_yaml(config)) for name, config in configs),
     }]
     if params.get("runtime_class"):
         objects.append({
@@ -102,31 +159,57 @@ def render(params, config=None):
             "metadata": _meta(params["runtime_class"], "runtime-class", cluster_owner=namespace),
             "handler": RUNTIME_NAME,
         })
-
-    mounts = [{"name": "device-plugin", "mountPath": KUBELET_DEVICE_PLUGINS},
-              {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}]
-    volumes = [{"name": "device-plugin", "hostPath": {"path": KUBELET_DEVICE_PLUGINS, "type": "Directory"}},
-               _config_volume()]
-    if "mps" in config.get("sharing", {}):
-        mounts.append({"name": "mps-root", "mountPath": "/mps"})
-        volumes.append({"name": "mps-root", "hostPath": {"path": MPS_ROOT, "type": "DirectoryOrCreate"}})
-    plugin = {
-        "name": "nvidia-device-plugin-ctr",
-        "image": image,
-        "env": [{"name": "CONFIG_FILE", "value": "%s/%s" % (CONFIG_DIR, CONFIG_KEY)}],
-        "securityContext": copy.deepcopy(_SECURITY_CONTEXT),
-        "volumeMounts": mounts,
-    }
-    objects.append(_daemonset(PLUGIN_NAME, "device-plugin", namespace, params,
-                              _pod_spec(params, [plugin], volumes), digest))
-
+    for name, config in configs:
+        placement = _Placement(params, name, names)
+        digest = config_hash(config)
+        mps = "mps" in (config.get("sharing") or {})
+        mounts = [{"name": "device-plugin", "mountPath": KUBELET_DEVICE_PLUGINS}, dict(_CONFIG_MOUNT)]
+        volumes = [{"name": "device-plugin", "hostPath": {"path": KUBELET_DEVICE_PLUGINS, "type": "Directory"}},
+                   _config_volume(name)]
+        if mps:
+            mounts.extend(copy.deepcopy(_MPS_MOUNTS))
+            volumes.extend(copy.deepcopy(_MPS_VOLUMES))
+        plugin = {
+            "name": "nvidia-device-plugin-ctr",
+            "image": image,
+            "env": [dict(_CONFIG_ENV)],
+            "securityContext": copy.deepcopy(_SECURITY_CONTEXT),
+            "volumeMounts": mounts,
+        }
+        objects.append(_daemonset(placement.object_name(APP_NAME, PLUGIN_NAME), "device-plugin", namespace, placement,
+                                  _pod_spec(params, placement, LABEL_DEPLOY_DEVICE_PLUGIN, [plugin], volumes), digest))
+        if mps:
+            objects.append(_mps_daemon(params, placement, namespace, image, config, digest))
     if params.get("gfd"):
-        objects.extend(_gfd_objects(params, namespace, image, digest))
+        objects.extend(_gfd_objects(params, namespace, image, configs))
     return objects
 
 
-def _gfd_objects(params, namespace, image, digest):
-    """GFD: its ServiceAccount, least-privilege RBAC and DaemonSet.
+def _mps_daemon(params, placement, namespace, image, config, digest):
+    """NVIDIA's MPS control daemon for a config that shares by MPS, as the plugin's Helm chart runs it: an init
+    container that mounts the shm under the MPS root, the daemon privileged, only where GFD (or our labels) says
+    ``nvidia.com/mps.capable=true`` (templates/daemonset-mps-control-daemon.yml). The plugin advertises MPS replicas
+    only once this daemon answers on its pipe under the MPS root."""
+    env = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}, dict(_CONFIG_ENV),
+           {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+           {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]
+    if (config.get("flags") or {}).get("migStrategy", "none") != "none":
+        env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
+    init = {"name": "mps-control-daemon-mounts", "image": image, "command": ["mps-control-daemon", "mount-shm"],
+            "securityContext": dict(_PRIVILEGED),
+            "volumeMounts": [{"name": "mps-root", "mountPath": "/mps", "mountPropagation": "Bidirectional"}]}
+    daemon = {"name": "mps-control-daemon-ctr", "image": image, "command": ["mps-control-daemon"], "env": env,
+              "securityContext": dict(_PRIVILEGED),
+              "volumeMounts": copy.deepcopy(_MPS_MOUNTS) + [dict(_CONFIG_MOUNT)]}
+    volumes = copy.deepcopy(_MPS_VOLUMES) + [_config_volume(placement.name)]
+    spec = _pod_spec(params, placement, LABEL_DEPLOY_DEVICE_PLUGIN, [daemon], volumes,
+                     extra_selector={LABEL_MPS_CAPABLE: "true"}, init_containers=[init])
+    return _daemonset(placement.object_name(MPS_DAEMON_NAME), "mps-control-daemon", namespace, placement, spec, digest)
+
+
+def _gfd_objects(params, namespace, image, configs):
+    """GFD: its ServiceAccount, least-privilege RBAC and one DaemonSet per config (GFD labels sharing from the
+    config it reads).
 
     GFD (v0.19.0+, ``useNodeFeatureAPI``) writes one ``NodeFeature`` (nfd.k8s-sigs.io) object per node in its own
     namespace, which NFD's master turns into node labels; so the namespaced Role allows exactly that resource. It
@@ -152,22 +235,25 @@ def _gfd_objects(params, namespace, image, digest):
                      "name": "%s-%s" % (namespace, GFD_NAME)},
          "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}]},
     ]
-    container = {
-        "name": "gpu-feature-discovery-ctr",
-        "image": image,
-        "command": ["gpu-feature-discovery"],
-        "env": [
-            {"name": "CONFIG_FILE", "value": "%s/%s" % (CONFIG_DIR, CONFIG_KEY)},
-            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-            {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-        ],
-        "securityContext": copy.deepcopy(_SECURITY_CONTEXT),
-        "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
-                         {"name": "host-sys", "mountPath": "/sys", "readOnly": True}],
-    }
-    volumes = [_config_volume(), {"name": "host-sys", "hostPath": {"path": "/sys", "type": "Directory"}}]
-    objects.append(_daemonset(GFD_NAME, "gpu-feature-discovery", namespace, params,
-                              _pod_spec(params, [container], volumes, service_account=sa), digest))
+    names = [name for name, _config in configs]
+    for name, config in configs:
+        placement = _Placement(params, name, names)
+        container = {
+            "name": "gpu-feature-discovery-ctr",
+            "image": image,
+            "command": ["gpu-feature-discovery"],
+            "env": [
+                dict(_CONFIG_ENV),
+                {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            ],
+            "securityContext": copy.deepcopy(_SECURITY_CONTEXT),
+            "volumeMounts": [dict(_CONFIG_MOUNT), {"name": "host-sys", "mountPath": "/sys", "readOnly": True}],
+        }
+        volumes = [_config_volume(name), {"name": "host-sys", "hostPath": {"path": "/sys", "type": "Directory"}}]
+        objects.append(_daemonset(placement.object_name(GFD_NAME), "gpu-feature-discovery", namespace, placement,
+                                  _pod_spec(params, placement, LABEL_DEPLOY_GFD, [container], volumes,
+                                            service_account=sa), config_hash(config)))
     return objects
 
 

@@ -19,9 +19,9 @@ import re
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import names
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    DEFAULT_DEVICE_ID_STRATEGY, DEFAULT_DEVICE_LIST_STRATEGY, DEFAULT_DRIVER_ROOT, DEFAULT_MIG_STRATEGY,
-    DEVICE_ID_STRATEGIES, DEVICE_LIST_STRATEGIES, MAX_RESOURCE_NAME_LENGTH, MIG_STRATEGIES, MPS_ROOT, RESOURCE_GPU,
-    SHARING_STRATEGIES, resource,
+    CONFIG_KEY, CONFIG_NAME_MAX, DEFAULT_CONFIG_NAME, DEFAULT_DEVICE_ID_STRATEGY, DEFAULT_DEVICE_LIST_STRATEGY,
+    DEFAULT_DRIVER_ROOT, DEFAULT_MIG_STRATEGY, DEVICE_ID_STRATEGIES, DEVICE_LIST_STRATEGIES, MAX_RESOURCE_NAME_LENGTH,
+    MIG_STRATEGIES, MPS_ROOT, RESOURCE_GPU, SHARING_STRATEGIES, resource,
 )
 
 _DEVICE_INDEX = re.compile(r"^[0-9]+(:[0-9]+)?$")
@@ -153,6 +153,62 @@ def build_config(params):
     return config
 
 
+# What a named config may set; everything else is the same for every node (images, strategies of device lists).
+CONFIG_OPTIONS = ("mig_strategy", "sharing")
+
+
+def named_configs(params):
+    """``[(name, config)]``: ``default`` (the top-level options) first, then each of ``configs`` by name, each the
+    top-level options with the named config's ``mig_strategy`` and ``sharing`` in their place. Raises
+    :class:`OptionError` naming the config."""
+    out = [(DEFAULT_CONFIG_NAME, build_config(params))]
+    for name, options in sorted((params.get("configs") or {}).items()):
+        where = "configs.%s" % name
+        if name == DEFAULT_CONFIG_NAME:
+            raise OptionError(where, "'%s' is the top-level options' name: set those instead" % name)
+        if not names.is_dns_label(name) or len(name) > CONFIG_NAME_MAX:
+            raise OptionError(where, "a config name must be a DNS label (lower case letters, digits and '-') of at "
+                                     "most %d characters" % CONFIG_NAME_MAX)
+        if not isinstance(options, dict):
+            raise OptionError(where, "must be a dict with mig_strategy and/or sharing")
+        unknown = sorted(set(options) - set(CONFIG_OPTIONS))
+        if unknown:
+            raise OptionError(where, "unknown option(s) %s (a config sets only %s)"
+                              % (", ".join(unknown), ", ".join(CONFIG_OPTIONS)))
+        merged = dict(params)
+        merged.update(options)
+        try:
+            out.append((name, build_config(merged)))
+        except OptionError as exc:
+            raise OptionError("%s.%s" % (where, exc.option), exc.message.split(": ", 1)[-1])
+    return out
+
+
+def config_key(name):
+    """The ConfigMap key of a config: ``config.yaml`` for the default one, ``<name>.yaml`` for a named one."""
+    return CONFIG_KEY if name == DEFAULT_CONFIG_NAME else "%s.yaml" % name
+
+
+def node_config_names(params, configs):
+    """``{node: config name}`` for every node ``node_configs`` names (inventory names mapped by ``node_names``), each
+    name one of ``configs`` (:func:`named_configs`)."""
+    known = set(name for name, _config in configs)
+    mapped = params.get("node_names") or {}
+    out = {}
+    for host, name in sorted((params.get("node_configs") or {}).items()):
+        if name not in known:
+            raise OptionError("node_configs.%s" % host, "'%s' is not a config; known: %s"
+                              % (name, ", ".join(sorted(known))))
+        out[mapped.get(host) or host] = name
+    return out
+
+
+def configs_by_node(params, configs):
+    """``{node: config}`` (the plugin config data) for every node ``node_configs`` names."""
+    by_name = dict(configs)
+    return dict((node, by_name[name]) for node, name in node_config_names(params, configs).items())
+
+
 def validate(params):
     """Check every option that does not end up in the config file too; raises :class:`OptionError`."""
     namespace = params.get("namespace")
@@ -176,7 +232,7 @@ def validate(params):
             except (TypeError, ValueError):
                 raise OptionError("expected", "node '%s' resource '%s': count must be an integer >= 0, "
                                   "got %r" % (node, res, count))
-    return build_config(params)
+    return named_configs(params)
 
 
 def config_yaml(config):

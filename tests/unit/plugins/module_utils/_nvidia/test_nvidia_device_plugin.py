@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError, fail_args
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError, OptionError, fail_args
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects, objectset
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import (
     allocatable, constants as nv, deployment, manifests, plugin_config,
@@ -100,7 +100,10 @@ def test_daemonset_follows_the_static_manifest():
     assert mounts["config"] == "/config" and vols["config"]["configMap"]["name"] == nv.CONFIGMAP_NAME
     assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
     assert pod["priorityClassName"] == "system-node-critical"
-    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    # the GPU Operator's operand label, which NVIDIA's MIG manager sets to paused-for-mig-change to stop the pods
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.device-plugin": "true"}
+    assert "affinity" not in pod
+    assert ds["metadata"]["name"] == "nvidia-device-plugin-daemonset"  # one config: the names earlier releases used
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     assert "runtimeClassName" not in pod
     for obj in objects:
@@ -258,3 +261,113 @@ def test_bad_facts_or_a_refused_node_fail_before_connecting():
 def test_absent_needs_no_facts():
     result = deployment.run(params(state="absent", facts={"host-1": None}, wait=False), client=FakeClient())
     assert result["expected"] == {}
+
+
+def test_deploy_labels_can_be_left_out():
+    pod = by_kind(manifests.render(params(deploy_labels=False)))["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+
+
+MPS4 = {"strategy": "mps", "replicas": 4}
+
+
+def _daemonsets(objects):
+    return dict((o["metadata"]["name"], o) for o in objects if o["kind"] == "DaemonSet")
+
+
+def test_mps_runs_nvidias_control_daemon_as_the_chart_does():
+    objects = manifests.render(params(sharing=MPS4))
+    ds = _daemonsets(objects)
+    assert sorted(ds) == ["nvidia-device-plugin-daemonset", "nvidia-device-plugin-mps-control-daemon"]
+    daemon = ds["nvidia-device-plugin-mps-control-daemon"]["spec"]["template"]["spec"]
+    assert daemon["nodeSelector"] == {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.device-plugin": "true",
+                                      "nvidia.com/mps.capable": "true"}
+    init, = daemon["initContainers"]
+    assert init["command"] == ["mps-control-daemon", "mount-shm"] and init["securityContext"] == {"privileged": True}
+    assert init["volumeMounts"] == [{"name": "mps-root", "mountPath": "/mps", "mountPropagation": "Bidirectional"}]
+    ctr, = daemon["containers"]
+    assert ctr["command"] == ["mps-control-daemon"] and ctr["securityContext"] == {"privileged": True}
+    assert {"name": "CONFIG_FILE", "value": "/config/config.yaml"} in ctr["env"]
+    assert dict((m["name"], m["mountPath"]) for m in ctr["volumeMounts"]) == {
+        "mps-shm": "/dev/shm", "mps-root": "/mps", "config": "/config"}
+    volumes = dict((v["name"], v) for v in daemon["volumes"])
+    assert volumes["mps-root"]["hostPath"] == {"path": "/run/nvidia/mps", "type": "DirectoryOrCreate"}
+    assert volumes["mps-shm"]["hostPath"] == {"path": "/run/nvidia/mps/shm"}
+    plugin = ds["nvidia-device-plugin-daemonset"]["spec"]["template"]["spec"]
+    mounts = dict((m["name"], m["mountPath"]) for m in plugin["containers"][0]["volumeMounts"])
+    assert mounts["mps-root"] == "/mps" and mounts["mps-shm"] == "/dev/shm"
+    # the plugin itself keeps the vendor's hardened context; only the daemon is privileged, as in the chart
+    assert plugin["containers"][0]["securityContext"] == {"allowPrivilegeEscalation": False,
+                                                          "capabilities": {"drop": ["ALL"]}}
+
+
+PER_NODE = dict(mig_strategy="mixed", gfd=True, configs={"mps4": {"mig_strategy": "none", "sharing": MPS4}},
+                node_configs={"host-t4": "mps4"}, node_names={"host-t4": "kg-t4"})
+
+
+def test_per_node_configs_run_a_daemonset_each():
+    objects = manifests.render(params(**PER_NODE))
+    cm = by_kind(objects)["ConfigMap"]
+    assert sorted(cm["data"]) == ["config.yaml", "mps4.yaml"]
+    assert json.loads(cm["data"]["mps4.yaml"])["flags"]["migStrategy"] == "none"
+    assert json.loads(cm["data"]["config.yaml"])["flags"]["migStrategy"] == "mixed"
+    ds = _daemonsets(objects)
+    assert sorted(ds) == ["gpu-feature-discovery-default", "gpu-feature-discovery-mps4", "nvidia-device-plugin-default",
+                          "nvidia-device-plugin-mps-control-daemon-mps4", "nvidia-device-plugin-mps4"]
+    named = ds["nvidia-device-plugin-mps4"]["spec"]["template"]["spec"]
+    assert named["nodeSelector"]["nvidia.com/device-plugin.config"] == "mps4"
+    assert named["volumes"][1]["configMap"]["items"] == [{"key": "mps4.yaml", "path": "config.yaml"}]
+    default = ds["nvidia-device-plugin-default"]["spec"]["template"]["spec"]
+    assert "nvidia.com/device-plugin.config" not in default["nodeSelector"]
+    assert default["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "nvidia.com/device-plugin.config", "operator": "NotIn", "values": ["mps4"]}]}]}
+    gfd = ds["gpu-feature-discovery-mps4"]["spec"]["template"]["spec"]
+    assert gfd["nodeSelector"]["nvidia.com/gpu.deploy.gpu-feature-discovery"] == "true"
+    # selectors never overlap: each DaemonSet's pods carry its config
+    selectors = [tuple(sorted(d["spec"]["selector"]["matchLabels"].items())) for d in ds.values()]
+    assert len(set(selectors)) == len(selectors)
+    for d in ds.values():
+        assert d["spec"]["selector"]["matchLabels"].items() <= d["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_per_node_configs_predict_each_node_under_its_own():
+    facts = {"host-t4": _v100s(1), "host-a": _v100s(2)}
+    result = deployment.run(params(facts=facts, wait=False, **PER_NODE), client=FakeClient())
+    assert result["expected"] == {"kg-t4": {"nvidia.com/gpu": 4}, "host-a": {"nvidia.com/gpu": 2}}
+    assert sorted(result["configs"]) == ["default", "mps4"]
+
+
+@pytest.mark.parametrize("configs, node_configs, option, words", [
+    ({"default": {"sharing": MPS4}}, {}, "configs.default", "top-level options"),
+    ({"Bad_Name": {}}, {}, "configs.Bad_Name", "DNS label"),
+    ({"x" * 21: {}}, {}, "configs." + "x" * 21, "at most 20"),
+    ({"mps": {"replicas": 4}}, {}, "configs.mps", "unknown option(s) replicas"),
+    ({"mps": {"mig_strategy": "none", "sharing": {"strategy": "mps", "replicas": 1}}}, {}, "configs.mps.sharing.replicas",
+     ">= 2"),
+    ({"mps": {"sharing": MPS4}}, {}, "configs.mps.sharing.strategy", "mixed"),  # inherits mig_strategy mixed
+    ({}, {"n1": "nope"}, "node_configs.n1", "'nope' is not a config"),
+])
+def test_bad_configs_name_the_option(configs, node_configs, option, words):
+    def factory(_params):
+        raise AssertionError("connected before validating")
+    with pytest.raises(OptionError) as err:
+        deployment.run(params(mig_strategy="mixed", configs=configs, node_configs=node_configs, facts={"n1": _v100s(1)}),
+                       client_factory=factory)
+    assert err.value.option == option and words in err.value.message
+
+
+def test_every_node_the_plugin_would_exit_on_is_named_before_connecting():
+    def factory(_params):
+        raise AssertionError("connected before validating")
+    lost = _v100s(2)
+    lost["devices"][1] = {"index": 1, "healthy": False, "errors": {"handle": "GPU is lost"},
+                          "nvml_returns": {"nvmlDeviceGetHandleByIndex": "GPU_IS_LOST"}}
+    no_cc = _v100s(1)
+    no_cc["devices"][0]["nvml_returns"] = {"nvmlDeviceGetCudaComputeCapability": "NOT_SUPPORTED"}
+    with pytest.raises(KubegpuError) as err:
+        deployment.run(params(facts={"h1": lost, "h2": no_cc, "h3": _v100s(1)}), client_factory=factory)
+    assert err.value.details["nodes"] == {
+        "h1": "error getting device handle for index '1': GPU_IS_LOST",
+        "h2": "error visiting device 0: error getting device compute capability: NOT_SUPPORTED"}
+    assert "would exit on 2 nodes" in err.value.message and "drain the node" in err.value.message
