@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import args as nv_args
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +32,13 @@ def module_options(module):
     """A module's documented options (with the options of its doc fragments that it extends)."""
     source = (ROOT / "plugins" / "modules" / (module + ".py")).read_text(encoding="utf-8")
     doc = yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', source, re.S).group(1))
-    return doc.get("options") or {}
+    options = {}
+    for fragment in doc.get("extends_documentation_fragment") or []:
+        if fragment.startswith("kubegpu.cluster."):
+            text = (ROOT / "plugins" / "doc_fragments" / (fragment.split(".")[-1] + ".py")).read_text(encoding="utf-8")
+            options.update(yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', text, re.S).group(1))["options"])
+    options.update(doc.get("options") or {})
+    return options
 
 
 def role_defaults(role):
@@ -161,7 +168,9 @@ def test_the_role_knows_exactly_the_runtimes_of_the_registry():
 def test_the_sharing_sub_options_of_the_role_are_the_modules():
     role = load(ROOT / "roles" / "device_plugin" / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
     module = module_options("device_plugin_deploy")["sharing"]["suboptions"]
-    assert sorted(role["device_plugin_sharing"]["options"]) == sorted(module)
+    assert sorted(role["device_plugin_sharing"]["options"]) == sorted(module) == sorted(nv_args.SHARING_SPEC)
+    for name in ("device_plugin_deploy", "gpu_node_labels"):  # both take the plugin config, from one spec
+        assert set(nv_args.PLUGIN_CONFIG_ARG_SPEC) <= set(module_options(name)), name
     assert role["device_plugin_sharing"]["options"]["strategy"]["choices"] == list(nv.SHARING_STRATEGIES)
 
 
