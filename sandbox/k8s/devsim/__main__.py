@@ -11,6 +11,7 @@ import sys
 
 from kubernetes import client, config
 
+from .nfd import NfdSimulator
 from .watcher import Simulator
 
 
@@ -25,6 +26,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     api_client = config.new_client_from_config(config_file=args.kubeconfig)
     simulator = Simulator(client.CoreV1Api(api_client), os.path.abspath(args.profiles_dir))
+    NfdSimulator.attach(simulator)  # NFD and GPU feature discovery, where their pods run
 
     def _stop(signum, _frame):
         logging.getLogger("devsim").info("signal %d: stopping", signum)
