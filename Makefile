@@ -135,8 +135,9 @@ test-molecule: venv node-images fake-pci apt-repo k8s-binaries
 # control plane and its device-manager simulator). No test depends on what ran before it (`make demo` first, say): the
 # fleet's containers are made afresh (nodes-fresh) and taken down afterwards whatever the result, and the control plane
 # is the test session's own (tests/conftest.py), never the demo's.
-test-python: venv fakenvml check-profiles k8s-binaries containerd2 nvidia-ctk node-images nodes-fresh
+test-python: venv fakenvml check-profiles k8s-binaries containerd2 nvidia-ctk nvlibprobe node-images nodes-fresh
 	status=0; KUBEGPU_REQUIRE_SETUP=1 FAKENVML_BUILD_DIR=$(BUILD)/fakenvml CONTAINERD2=$(CONTAINERD2_BIN) NVIDIA_CTK=$(NVIDIA_CTK_BIN) \
+	  NVLIBPROBE=$(NVLIBPROBE_BIN) \
 	  $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; $(MAKE) --no-print-directory nodes-down >/dev/null; exit $$status
 
 clean:

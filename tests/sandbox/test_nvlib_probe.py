@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -445,3 +446,40 @@ def test_nvidia_ctk_generates_cdi_specs_from_the_fake(cdi_generate, name):
     seen = cdi_devices(json.loads(proc.stdout), root)
     seen['all'] = sorted(set(seen['all']))
     assert seen == expected_cdi_devices(load(name))
+
+
+# --------------------------------------------------------------------------- gpu_facts judged by go-nvlib
+
+def gpu_facts_of(fake_nvml_dir, path):
+    """The gpu fact gpu_facts reads (the collection's reader, through the real pynvml) from the fake serving ``path``."""
+    worker = Path(__file__).resolve().parent / 'gpu_facts_worker.py'
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_nvml_dir),
+               PYTHONPATH=os.pathsep.join([str(ROOT / '.build' / 'collections'), str(ROOT)]))
+    proc = subprocess.run([sys.executable, str(worker)], input=str(path) + '\n', env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize('name', PROFILE_NAMES)
+def test_gpu_facts_names_and_fails_as_go_nvlib_does(probe, fake_nvml_dir, name):
+    """What the device plugin decides on, gpu_facts must read the same: each MIG device's profile name (go-nvlib's
+    GetProfile: +me, 1c.2g.20gb), its GPU/compute instance profile ids, each GPU's minor number, and which GPUs NVML
+    lost."""
+    path = PROFILES_DIR / ('%s.json' % name)
+    seen = probe.report(path)
+    facts = gpu_facts_of(fake_nvml_dir, path)
+    if 'devices' not in seen:  # NVML did not start (the probe reports init's code): neither reads a GPU
+        assert seen['init'] != 'SUCCESS' and facts['nvml']['status'] != 'ok' and facts['devices'] == []
+        return
+    assert len(facts['devices']) == len(seen['devices']) == seen['count']
+    for ours, theirs in zip(facts['devices'], seen['devices']):
+        if 'handle' in theirs:  # go-nvlib could not get the GPU: gpu_facts records the same NVML answer
+            assert ours['nvml_returns'] == {'nvmlDeviceGetHandleByIndex': theirs['handle']['error']}
+            continue
+        assert ours['minor_number'] == theirs['minor_number']
+        assert ours['mig']['capable'] == theirs['mig_capable'] and ours['mig']['current'] == theirs['mig_enabled']
+        assert [(m['uuid'], m['profile'], m['gpu_instance_profile'], m['compute_instance_profile'])
+                for m in ours['mig']['devices']] == \
+            [(m['uuid'], m['profile'], m['profile_ids']['gpu_instance'], m['profile_ids']['compute_instance'])
+             for m in theirs['mig_devices']]
