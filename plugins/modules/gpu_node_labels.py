@@ -30,8 +30,11 @@ description:
     the MPS control daemon's node selector needs), C(nvidia.com/mig.strategy), C(nvidia.com/cuda.driver-version.major),
     C(.minor), C(.revision) and C(.full), C(nvidia.com/cuda.runtime-version.major), C(.minor) and C(.full) (the CUDA
     version of the driver), and the deprecated C(nvidia.com/cuda.driver.*) and C(nvidia.com/cuda.runtime.*). They are
-    computed from the fact and the device plugin config built from O(mig_strategy) and O(sharing) exactly as
-    M(kubegpu.cluster.device_plugin_deploy) builds it."
+    computed from the fact and the node's device plugin config, built from O(mig_strategy), O(sharing), O(configs)
+    and O(node_configs) exactly as M(kubegpu.cluster.device_plugin_deploy) builds it: give both modules the same
+    values."
+  - A node that O(node_configs) gives a named config also gets C(nvidia.com/device-plugin.config=<name>), which places
+    that config's plugin, GFD and MPS control daemon pods on it.
   - A node with GPUs of several models gets the whole-GPU labels of one model, as GFD does; where GFD picks one at
     random, this module picks the model of the first GPU (NVML index order) that is not in MIG mode (or of the first
     GPU when all are), and counts the GPUs of that model.
@@ -74,39 +77,6 @@ options:
     type: str
     choices: [present, absent]
     default: present
-  mig_strategy:
-    description: The device plugin's C(flags.migStrategy) on the nodes, which GFD's labels follow.
-    type: str
-    choices: [none, single, mixed]
-    default: none
-  sharing:
-    description:
-      - GPU sharing on the nodes, as for M(kubegpu.cluster.device_plugin_deploy) (the same options and the same
-        checks), which GFD's C(gpu.replicas), C(gpu.sharing-strategy), C(-SHARED) product and C(mps.capable) follow.
-    type: dict
-    suboptions:
-      strategy:
-        description: V(time-slicing) or V(mps) advertise every GPU O(sharing.replicas) times.
-        type: str
-        choices: [none, time-slicing, mps]
-        default: none
-      replicas:
-        description: Replicas per GPU, at least 2; the default for O(sharing.resources).
-        type: int
-      rename_by_default:
-        description: The shared resources are advertised as C(<name>.shared), so the product gets no C(-SHARED).
-        type: bool
-        default: false
-      fail_requests_greater_than_one:
-        description: Refuse containers that ask for more than one shared device (does not change the labels).
-        type: bool
-      devices:
-        description: Which GPUs are shared (does not change the labels).
-        type: raw
-      resources:
-        description: Resources to share, each a dict with C(name), C(replicas) and C(devices); defaults to C(nvidia.com/gpu).
-        type: list
-        elements: dict
   gfd:
     description:
       - GPU feature discovery runs on the nodes (M(kubegpu.cluster.device_plugin_deploy) with its O(gfd) option, and
@@ -135,6 +105,7 @@ options:
     default: 4
 extends_documentation_fragment:
   - kubegpu.cluster.k8s_auth
+  - kubegpu.cluster.nvidia_plugin_config
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -278,6 +249,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client, node_labels
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.args import plugin_config_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.labels import node_rules
 
 
@@ -288,20 +260,12 @@ def main():
             node_names=dict(type="dict", default={}),
             accelerator_label=dict(type="str", default=nv.DEFAULT_ACCELERATOR_LABEL),
             state=dict(type="str", default="present", choices=["present", "absent"]),
-            mig_strategy=dict(type="str", default=nv.DEFAULT_MIG_STRATEGY, choices=list(nv.MIG_STRATEGIES)),
-            sharing=dict(type="dict", options=dict(
-                strategy=dict(type="str", default="none", choices=list(nv.SHARING_STRATEGIES)),
-                replicas=dict(type="int"),
-                rename_by_default=dict(type="bool", default=False),
-                fail_requests_greater_than_one=dict(type="bool"),
-                devices=dict(type="raw"),
-                resources=dict(type="list", elements="dict"),
-            )),
             gfd=dict(type="bool", default=False),
             missing_nodes=dict(type="str", default="fail", choices=["fail", "skip"]),
             concurrency=dict(type="int", default=8),
             request_timeout=dict(type="int", default=30),
             retries=dict(type="int", default=4),
+            **plugin_config_spec()
         ),
         required_if=[("state", "present", ["nodes"])],
         supports_check_mode=True,

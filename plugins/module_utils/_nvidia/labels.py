@@ -6,8 +6,8 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """The labels an NVIDIA GPU node carries, from its ``gpu`` fact and the device plugin config of that node.
 
-Ours in every case: ``nvidia.com/gpu.present``, the accelerator label (the product slug), and the operand deploy
-labels ``nvidia.com/gpu.deploy.device-plugin`` and ``.gpu-feature-discovery`` (``true``; they are set only where
+Ours in every case: ``nvidia.com/gpu.present``, the accelerator label (the product slug), the config label
+``nvidia.com/device-plugin.config`` on a node with a named plugin config, and the operand deploy labels ``nvidia.com/gpu.deploy.device-plugin`` and ``.gpu-feature-discovery`` (``true``; they are set only where
 absent or already ``true``, see :data:`SOFT_LABELS`). GPU feature discovery's labels (:mod:`.gfd`) are ours too when
 GFD does not run, with GFD's values; when it runs they are GFD's, and :func:`.gfd.owns` says which keys to leave to it.
 Pure functions; applying them to a cluster is :mod:`.._k8s.node_labels`."""
@@ -22,7 +22,8 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import Opt
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import names
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import gfd as gfd_rules, plugin_config
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    DEFAULT_ACCELERATOR_LABEL, DEPLOY_LABEL_ON, LABEL_DEPLOY_DEVICE_PLUGIN, LABEL_DEPLOY_GFD, LABEL_GPU_PRESENT,
+    DEFAULT_ACCELERATOR_LABEL, DEFAULT_CONFIG_NAME, DEPLOY_LABEL_ON, LABEL_DEPLOY_DEVICE_PLUGIN, LABEL_DEPLOY_GFD,
+    LABEL_DEVICE_PLUGIN_CONFIG, LABEL_GPU_PRESENT,
 )
 
 # Labels that others may hold at another value ("paused-for-mig-change" from NVIDIA's MIG manager, "false" from an
@@ -90,17 +91,21 @@ def labels_for(host, facts, accelerator_label=DEFAULT_ACCELERATOR_LABEL, config=
 
 def node_rules(params):
     """``(labels_for, soft, releases)`` for :func:`.._k8s.node_labels.run` from gpu_node_labels' options: the plugin
-    config is built (and validated) once from ``mig_strategy`` and ``sharing``, and every node gets it; with ``gfd``
-    GFD's keys are released to it. Raises :class:`OptionError` for an invalid sharing config, before any API call."""
-    config = plugin_config.build_config({"mig_strategy": params.get("mig_strategy"), "sharing": params.get("sharing")})
+    configs are built (and validated) once from ``mig_strategy``, ``sharing``, ``configs`` and ``node_configs``
+    (:mod:`.args`), and each node gets its own; a node with a named config also gets the config label that places its
+    plugin pods. With ``gfd`` GFD's keys are released to it. Raises :class:`OptionError` for an invalid config, before
+    any API call."""
+    configs = plugin_config.named_configs(params)
+    by_name = dict(configs)
+    names_by_node = plugin_config.node_config_names(params, configs)
+    node_names = params.get("node_names") or {}
     gfd = bool(params.get("gfd"))
 
     def labels_of(host, facts, accelerator_label):
-        return labels_for(host, facts, accelerator_label, config_for(host, config), gfd)
+        name = names_by_node.get(node_names.get(host) or host, DEFAULT_CONFIG_NAME)
+        out = labels_for(host, facts, accelerator_label, by_name[name], gfd)
+        if out and name != DEFAULT_CONFIG_NAME:
+            out[LABEL_DEVICE_PLUGIN_CONFIG] = name
+        return out
 
     return labels_of, SOFT_LABELS, gfd_rules.owns if gfd else None
-
-
-def config_for(host, config):
-    """The plugin config of ``host``: one config for every node today (per-node configs map hosts here)."""
-    return config

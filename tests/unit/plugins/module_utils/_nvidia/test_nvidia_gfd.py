@@ -217,3 +217,20 @@ def test_node_rules_checks_the_sharing_config_first():
     labels_for, soft, releases = nvlabels.node_rules({"mig_strategy": "single", "gfd": True})
     assert soft == nvlabels.SOFT_LABELS and releases is gfd.owns
     assert nvlabels.node_rules({})[2] is None
+
+
+def test_each_node_gets_its_own_config_and_the_config_label():
+    params = {"sharing": {"strategy": "time-slicing", "replicas": 2},
+              "configs": {"mps": {"sharing": {"strategy": "mps", "replicas": 4}}, "mig": {"mig_strategy": "mixed"}},
+              "node_configs": {"host-a": "mps", "node-b": "mig"}, "node_names": {"host-a": "node-a"}}
+    labels_for, _soft, _releases = nvlabels.node_rules(params)
+    a = labels_for("host-a", fact(gpu("Tesla T4", 15109, "7.5", capable=False)), "accelerator")
+    assert a["nvidia.com/device-plugin.config"] == "mps" and a["nvidia.com/mps.capable"] == "true"
+    assert a["nvidia.com/gpu.replicas"] == "4"
+    b = labels_for("node-b", fact(gpu(migs=["1g.10gb"])), "accelerator")
+    assert b["nvidia.com/device-plugin.config"] == "mig" and b["nvidia.com/mig-1g.10gb.count"] == "1"
+    c = labels_for("node-c", fact(gpu()), "accelerator")  # the default config: no config label
+    assert "nvidia.com/device-plugin.config" not in c and c["nvidia.com/gpu.replicas"] == "2"
+    assert labels_for("node-d", {"present": False, "count": 0}, "accelerator") == {}
+    with pytest.raises(OptionError, match="node_configs.node-x"):
+        nvlabels.node_rules(dict(params, node_configs={"node-x": "nope"}))
