@@ -35,7 +35,8 @@ Where the simulator guesses (no GPU, no sysfs here): the PCI class, which the pr
 (VGA, ``graphics``) for GeForce GPUs and ``0x030200`` (3D controller, ``compute``) for the others; the timestamp is
 the pod's start time, written once (GFD rewrites it every ``sleepInterval``); vGPU, IMEX and fabric (``gpu.clique``)
 labels are not simulated. GFD fails (and writes nothing) where an NVML call it makes fails: init, device count, name,
-memory, compute capability, MIG mode, MIG attributes, the driver or CUDA version.
+memory, compute capability, MIG mode, MIG attributes, the driver or CUDA version (the entry points go-nvml binds,
+``nvmlDeviceGetMemoryInfo`` and ``nvmlSystemGetCudaDriverVersion``, not their ``_v2``).
 """
 
 from __future__ import annotations
@@ -88,9 +89,20 @@ def no_timestamp(text, env: dict, argv) -> bool:
     return bool(gfd.get("noTimestamp"))
 
 
+def _error(profile: dict, obj: dict, call: str):
+    """The error a profile injects on ``call`` (that exact entry point: GFD binds the first versions through
+    go-nvml, nvmlInit aside, where any version counts)."""
+    if call.startswith("nvmlInit"):
+        return _nvml_error(obj, call, profile)
+    for errors in ((obj or {}).get("errors") or {}, profile.get("errors") or {}):
+        if call in errors:
+            return errors[call]
+    return None
+
+
 def _check(profile: dict, obj: dict, *calls):
     for call in calls:
-        code = _nvml_error(obj, call, profile)
+        code = _error(profile, obj, call)
         if code:
             raise GFDFailure("%s returned %s" % (call, code))
 
@@ -109,13 +121,13 @@ def _product(parts, shared: bool) -> str:
 
 
 def _mig_on(device: dict, profile: dict) -> bool:
-    if _nvml_error(device, "nvmlDeviceGetMigMode", profile) == "NOT_SUPPORTED":
+    if _error(profile, device, "nvmlDeviceGetMigMode") == "NOT_SUPPORTED":
         return False
     return bool((device.get("mig") or {}).get("current"))
 
 
 def _mig_capable(device: dict, profile: dict) -> bool:
-    if _nvml_error(device, "nvmlDeviceGetMigMode", profile) == "NOT_SUPPORTED":
+    if _error(profile, device, "nvmlDeviceGetMigMode") == "NOT_SUPPORTED":
         return False
     return bool((device.get("mig") or {}).get("capable"))
 
@@ -262,7 +274,7 @@ def labels(profile: dict | None, config: PluginConfig, timestamp: datetime.datet
         NS + "cuda.runtime-version.full": "%s.%s" % (cuda_major, cuda_minor),
     })
     for device in devices:
-        code = _nvml_error(device, "nvmlDeviceGetMigMode", profile)
+        code = _error(profile, device, "nvmlDeviceGetMigMode")
         if code and code != "NOT_SUPPORTED":
             raise GFDFailure("nvmlDeviceGetMigMode returned %s" % code)
     out[NS + "mig.capable"] = "true" if any(_mig_capable(d, profile) for d in devices) else "false"
