@@ -67,7 +67,7 @@ class PluginExit(KubegpuError):
         hint = next((text for word, text in _HINTS if word in reason), "")
         super(PluginExit, self).__init__(
             "node %s: NVIDIA's device plugin would exit there: %s%s" % (node, reason, "; " + hint if hint else ""),
-            node=node, reason=reason)
+            nodes={node: reason})
 
 
 class _Exit(Exception):

@@ -28,6 +28,10 @@ from .rules import PluginError, parse_cli_args
 
 PLUGIN_IMAGE_MARK = "k8s-device-plugin"
 PLUGIN_PROGRAM = "nvidia-device-plugin"
+MPS_DAEMON_PROGRAM = "mps-control-daemon"
+# Where the plugin and the MPS control daemon see the MPS root (pipes under <root>/<resource>/pipe), whatever it is
+# on the host (cmd/mps-control-daemon/mps/root.go; the chart mounts the host's mps.root there in both pods).
+MPS_CONTAINER_ROOT = "/mps"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +54,7 @@ class PluginInputs:
     config_path: str
     config_ref: ConfigRef | None
     notes: tuple = ()
+    mps_host_root: str | None = None  # the host directory the plugin sees at /mps, if any
 
 
 def plugin_container(pod: dict) -> dict | None:
@@ -66,6 +71,27 @@ def plugin_container(pod: dict) -> dict | None:
 def is_plugin_pod(pod: dict) -> bool:
     """Tell whether ``pod`` runs the NVIDIA device plugin."""
     return plugin_container(pod) is not None
+
+
+def mps_daemon_container(pod: dict) -> dict | None:
+    """The MPS control daemon container of ``pod`` (the plugin image running ``mps-control-daemon`` as a container,
+    not its ``mount-shm`` init step), or None."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        command = [str(c) for c in container.get("command") or []]
+        if (PLUGIN_IMAGE_MARK in (container.get("image") or "") and command
+                and posixpath.basename(command[0]) == MPS_DAEMON_PROGRAM and "mount-shm" not in command[1:]):
+            return container
+    return None
+
+
+def host_path_at(pod: dict, container: dict, mount_path: str) -> str | None:
+    """The host directory a container sees at ``mount_path`` (a hostPath volume mounted exactly there), or None."""
+    volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
+    for mount in container.get("volumeMounts") or []:
+        if posixpath.normpath(mount.get("mountPath", "")) == posixpath.normpath(mount_path):
+            host = (volumes.get(mount.get("name")) or {}).get("hostPath") or {}
+            return posixpath.normpath(host["path"]) if host.get("path") else None
+    return None
 
 
 def _volume_source(volume: dict, rel: str, namespace: str) -> ConfigRef:
@@ -140,4 +166,5 @@ def plugin_inputs(pod: dict) -> PluginInputs:
         config_path=config_path,
         config_ref=config_ref,
         notes=tuple(notes),
+        mps_host_root=host_path_at(pod, container, MPS_CONTAINER_ROOT),
     )

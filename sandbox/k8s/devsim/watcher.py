@@ -63,11 +63,14 @@ class ConfigUnavailable(Exception):
 class Outcome:
     """What one plugin pod makes the kubelet advertise on its node."""
 
-    def __init__(self, resources, message, final, configmap=None, single_request_names=frozenset()):
+    def __init__(self, resources, message, final, configmap=None, single_request_names=frozenset(), mps_root=None):
         self.resources = resources
         self.message = message
         self.final = final
         self.configmap = configmap
+        # MPS: the host directory the plugin sees at /mps ("" for none); it advertises only once a control daemon
+        # answers there (cmd/mps-control-daemon; the plugin waits for the daemon's started file and pipe)
+        self.mps_root = mps_root
         # Shared resources of which a container may ask for one at most (failRequestsGreaterThanOne).
         self.single_request_names = frozenset(single_request_names)
 
@@ -120,7 +123,7 @@ def evaluate_plugin_pod(pod: dict, profile: dict | None, read_configmap) -> Outc
     if config.sharing is not None and config.sharing.fail_requests_greater_than_one:
         single = {r.rename or r.name for r in config.sharing.resources if (r.rename or r.name) in resources}
     return Outcome(resources, "advertising %s (migStrategy=%s, sharing=%s)" % (summary, config.mig_strategy, strategy), final=True,
-                   single_request_names=single)
+                   single_request_names=single, mps_root=(inputs.mps_host_root or "") if strategy == "mps" else None)
 
 
 def _rv(value) -> int:
@@ -157,6 +160,7 @@ class Simulator:
         self.fatal = None
         self.retries = {}
         self.admitted = set()
+        self.mps_daemons = {}  # uid -> MPS control daemon pod
         # Other parts of the node's machinery (nfd.NfdSimulator): each sees every event first, and starts its watches.
         self.extensions = []
 
@@ -208,12 +212,26 @@ class Simulator:
         uid = pod["metadata"]["uid"]
         cached = self.outcomes.get(uid)
         if cached is not None and cached.final:
-            return cached.resources, cached.message
+            return self._with_mps_daemon(node_name, cached)
         outcome = evaluate_plugin_pod(pod, self.load_profile(node_name), self.read_configmap)
         if cached is None or cached.message != outcome.message:
             LOG.info("node %s, pod %s: %s", node_name, _pod_key(pod), outcome.message)
         self.outcomes[uid] = outcome
-        return outcome.resources, outcome.message
+        return self._with_mps_daemon(node_name, outcome)
+
+    def _with_mps_daemon(self, node_name: str, outcome: Outcome):
+        """An MPS plugin advertises nothing until NVIDIA's MPS control daemon runs on the node with the same root."""
+        if outcome.mps_root is None:
+            return outcome.resources, outcome.message
+        roots = set()
+        for daemon in self.mps_daemons.values():
+            if (daemon.get("spec") or {}).get("nodeName") == node_name and _pod_running(daemon):
+                roots.add(podconfig.host_path_at(daemon, podconfig.mps_daemon_container(daemon), podconfig.MPS_CONTAINER_ROOT))
+        if outcome.mps_root and outcome.mps_root in roots:
+            return outcome.resources, outcome.message
+        why = ("the plugin sees no MPS root at %s" % podconfig.MPS_CONTAINER_ROOT if not outcome.mps_root
+               else "no mps-control-daemon pod runs here with the MPS root %s" % outcome.mps_root)
+        return {}, "plugin waits for the MPS control daemon (%s); it retries every 30 s" % why
 
     def reconcile(self, node_name: str):
         """Patch one node's capacity, allocatable and state annotation if they differ."""
@@ -326,9 +344,18 @@ class Simulator:
             if etype == "SYNC":
                 old_nodes = {(p.get("spec") or {}).get("nodeName") for p in self.plugin_pods.values()}
                 self.plugin_pods = {p["metadata"]["uid"]: p for p in obj if podconfig.is_plugin_pod(p)}
+                self.mps_daemons = {p["metadata"]["uid"]: p for p in obj if podconfig.mps_daemon_container(p) is not None}
                 # Pods already bound when the list was taken count as admitted (the kubelet would not re-admit them).
                 self.admitted.update(p["metadata"]["uid"] for p in obj if (p.get("spec") or {}).get("nodeName"))
                 affected.update(old_nodes | {(p.get("spec") or {}).get("nodeName") for p in self.plugin_pods.values()})
+            elif podconfig.mps_daemon_container(obj) is not None:
+                uid = obj["metadata"]["uid"]
+                previous = self.mps_daemons.pop(uid, None)
+                if previous is not None:
+                    affected.add((previous.get("spec") or {}).get("nodeName"))
+                if etype != "DELETED":
+                    self.mps_daemons[uid] = obj
+                affected.add((obj.get("spec") or {}).get("nodeName"))
             elif not podconfig.is_plugin_pod(obj):
                 if etype == "DELETED":
                     self.admitted.discard(obj["metadata"]["uid"])

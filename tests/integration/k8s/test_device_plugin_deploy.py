@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from ansible_cli import run_module
-from k8s_helpers import delete_quietly
+from k8s_helpers import delete_quietly, wait_for
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 MANAGED = "app.kubernetes.io/managed-by=kubegpu.cluster"
@@ -40,7 +40,9 @@ def deploy(sandbox):
             labelled.append(node)
 
         def run(check=False, diff=False, expect_rc=0, **options):
-            args = dict(kubeconfig=sandbox.kubeconfig, namespace=ns, node_selector={label: "true"}, wait_timeout=120)
+            # the test's own label places the pods; the deploy labels are nodes-wide, so only their own test sets them
+            args = dict(kubeconfig=sandbox.kubeconfig, namespace=ns, node_selector={label: "true"}, wait_timeout=120,
+                        deploy_labels=False)
             args.update(options)
             rc, result = module(args, check=check, diff=diff)
             assert rc == expect_rc, result
@@ -160,9 +162,10 @@ def test_a_node_the_plugin_would_refuse_fails_before_any_api_call(sandbox, deplo
     run = deploy()
     gpu = _gpu_fact(fake_nvml_dir, "a100x8-mig-mixed")
     result = run(expect_rc=2, mig_strategy="single", facts={"kg-a100": gpu}, kubeconfig="/nonexistent/kubeconfig")
-    # the shipped A100 profile has MIG devices of four profiles, which the single strategy refuses (as the plugin does)
-    assert result["msg"].startswith("mig_strategy: node kg-a100 has MIG devices of several profiles"), result["msg"]
-    assert result["msg"].endswith("which the single strategy refuses: use mixed"), result["msg"]
+    # the shipped A100 profile has MIG devices of four types, which the single strategy refuses (as the plugin does)
+    assert result["msg"].startswith("node kg-a100: NVIDIA's device plugin would exit there: invalid MIG configuration: "
+                                    "more than one MIG device type present on node; "), result["msg"]
+    assert result["nodes"] == {"kg-a100": "invalid MIG configuration: more than one MIG device type present on node"}
     assert run.namespace not in [n.metadata.name for n in sandbox.core.list_namespace().items]
 
 
@@ -257,3 +260,65 @@ def test_timeout_names_the_short_node_its_pod_and_the_known_causes(sandbox, depl
     assert "node kg-t4" not in msg  # only the short node is named
     assert "could not load NVML library" in msg and "runtime_class" in msg
     assert result["resources"] == {"kg-t4": {"nvidia.com/gpu": 1}, broken: {}}
+
+
+def _pods_on(sandbox, ns, component):
+    return sorted(p.spec.node_name for p in sandbox.core.list_namespaced_pod(
+        ns, label_selector=MANAGED + ",app.kubernetes.io/component=" + component).items
+        if not p.metadata.deletion_timestamp)
+
+
+def test_mps_on_one_node_runs_its_control_daemon_and_advertises_only_with_it(sandbox, deploy, fake_nvml_dir):
+    """Per-node configs: the T4 node shares by MPS (its own plugin DaemonSet and NVIDIA's MPS control daemon), the V100
+    node keeps the default config. The simulator advertises MPS replicas only where a daemon pod runs, so taking the
+    daemon away (nvidia.com/mps.capable gone, its node selector) takes the replicas away."""
+    run = deploy(["kg-v100", "kg-t4"])
+    sandbox.core.patch_node("kg-t4", {"metadata": {"labels": {"nvidia.com/device-plugin.config": "mps4",
+                                                              "nvidia.com/mps.capable": "true"}}})
+    try:
+        facts = {"kg-v100": _gpu_fact(fake_nvml_dir, "v100x4"), "kg-t4": _gpu_fact(fake_nvml_dir, "t4")}
+        result = run(facts=facts, configs={"mps4": {"sharing": {"strategy": "mps", "replicas": 4}}},
+                     node_configs={"kg-t4": "mps4"})
+        assert result["expected"] == {"kg-v100": {"nvidia.com/gpu": 4}, "kg-t4": {"nvidia.com/gpu": 4}}
+        assert result["resources"] == result["expected"]
+        assert _pods_on(sandbox, run.namespace, "mps-control-daemon") == ["kg-t4"]
+        assert _pods_on(sandbox, run.namespace, "device-plugin") == ["kg-t4", "kg-v100"]
+        again = run(facts=facts, configs={"mps4": {"sharing": {"strategy": "mps", "replicas": 4}}},
+                    node_configs={"kg-t4": "mps4"})
+        assert again["changed"] is False, again["objects"]
+
+        sandbox.core.patch_node("kg-t4", {"metadata": {"labels": {"nvidia.com/mps.capable": None}}})
+        wait_for(sandbox.core.list_node, field_selector="metadata.name=kg-t4",
+                 predicate=lambda n: not (n.status.allocatable or {}).get("nvidia.com/gpu"),
+                 timeout=90, describe="kg-t4 to stop advertising MPS replicas once its daemon is gone")
+        assert _pods_on(sandbox, run.namespace, "mps-control-daemon") == []
+        state = sandbox.core.read_node("kg-t4").metadata.annotations["sandbox.kubegpu.io/device-plugin"]
+        assert "waits for the MPS control daemon" in state, state
+    finally:
+        delete_quietly(sandbox.core.patch_node, "kg-t4", {"metadata": {"labels": {
+            "nvidia.com/device-plugin.config": None, "nvidia.com/mps.capable": None}}})
+
+
+def test_a_paused_deploy_label_stops_the_plugin_on_that_node(sandbox, deploy):
+    """NVIDIA's MIG manager stops GPU clients by setting their nvidia.com/gpu.deploy.* label to paused-for-mig-change:
+    our DaemonSets select on "true", so the pod goes and the node stops advertising; "true" again brings it back."""
+    run = deploy(["kg-v100", "kg-t4"])
+    deploy_label = "nvidia.com/gpu.deploy.device-plugin"
+    for node in ("kg-v100", "kg-t4"):
+        sandbox.core.patch_node(node, {"metadata": {"labels": {deploy_label: "true"}}})
+    try:
+        expected = {"kg-v100": {"nvidia.com/gpu": 4}, "kg-t4": {"nvidia.com/gpu": 1}}
+        run(deploy_labels=True, expected=expected)
+        sandbox.core.patch_node("kg-t4", {"metadata": {"labels": {deploy_label: "paused-for-mig-change"}}})
+        # the simulator drops a node's resources when its plugin pod goes, as the kubelet does
+        wait_for(sandbox.core.list_node, field_selector="metadata.name=kg-t4",
+                 predicate=lambda n: not (n.status.allocatable or {}).get("nvidia.com/gpu"),
+                 timeout=90, describe="kg-t4 to stop advertising once its plugin pod is gone")
+        assert _pods_on(sandbox, run.namespace, "device-plugin") == ["kg-v100"]
+        assert _allocatable(sandbox, "kg-v100") == {"nvidia.com/gpu": 4}
+        sandbox.core.patch_node("kg-t4", {"metadata": {"labels": {deploy_label: "true"}}})
+        back = run(deploy_labels=True, expected=expected)
+        assert back["changed"] is False and back["resources"] == expected
+    finally:
+        for node in ("kg-v100", "kg-t4"):
+            delete_quietly(sandbox.core.patch_node, node, {"metadata": {"labels": {deploy_label: None}}})

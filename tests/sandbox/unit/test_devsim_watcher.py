@@ -238,3 +238,75 @@ def test_pods_bound_before_the_simulator_started_are_not_readmitted(tmp_path):
     assert api.status_patches
     sim.handle("pods", "MODIFIED", gpu_request_pod("old", 2, phase="Running"))
     assert not api.pod_patches
+
+
+MPS3 = "flags:\n  mpsRoot: /run/nvidia/mps\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 3\n"
+
+
+def _mps_mount(pod, container, host="/run/nvidia/mps"):
+    container.setdefault("volumeMounts", []).append({"name": "mps-root", "mountPath": "/mps"})
+    pod["spec"]["volumes"].append({"name": "mps-root", "hostPath": {"path": host, "type": "DirectoryOrCreate"}})
+    return pod
+
+
+def mps_daemon_pod(uid="d1", node="n1", phase="Running", host="/run/nvidia/mps"):
+    init = {"name": "mounts", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.20.0",
+            "command": ["mps-control-daemon", "mount-shm"]}
+    daemon = {"name": "ctr", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.20.0", "command": ["mps-control-daemon"]}
+    pod = {"metadata": {"name": "mps-" + uid, "namespace": "kube-system", "uid": uid},
+           "spec": {"nodeName": node, "initContainers": [init], "containers": [daemon], "volumes": []},
+           "status": {"phase": phase}}
+    return _mps_mount(pod, daemon, host)
+
+
+def advertised(api, name="n1"):
+    """What the node's capacity says after every status patch so far."""
+    capacity = {}
+    for node_name, body in api.status_patches:
+        if node_name == name:
+            for key, value in body["status"].get("capacity", {}).items():
+                if value is None:
+                    capacity.pop(key, None)
+                else:
+                    capacity[key] = value
+    return capacity
+
+
+def test_mps_replicas_only_where_the_control_daemon_runs(tmp_path):
+    api = FakeApi({("kube-system", "dp"): {"config.yaml": MPS3}})
+    sim, prof = simulator(tmp_path, api)
+    api.nodes["n1"] = node(profile_path=prof)  # patches land on a node the fake API keeps, as on a real one
+    plugin = plugin_pod()
+    _mps_mount(plugin, plugin["spec"]["containers"][0])
+    sim.handle("pods", "ADDED", plugin)
+    assert "nvidia.com/gpu" not in advertised(api)
+    assert "waits for the MPS control daemon" in api.meta_patches[-1][1]["metadata"]["annotations"][STATE_ANNOTATION]
+    sim.handle("pods", "ADDED", mps_daemon_pod(phase="Pending"))
+    assert "nvidia.com/gpu" not in advertised(api)
+    sim.handle("pods", "MODIFIED", mps_daemon_pod())
+    assert advertised(api) == {"nvidia.com/gpu": "12"}
+    sim.handle("pods", "DELETED", mps_daemon_pod())
+    assert "nvidia.com/gpu" not in advertised(api)
+
+
+def test_mps_daemon_with_another_root_or_on_another_node_does_not_count(tmp_path):
+    api = FakeApi({("kube-system", "dp"): {"config.yaml": MPS3}})
+    sim, prof = simulator(tmp_path, api)
+    api.nodes["n1"] = node(profile_path=prof)  # patches land on a node the fake API keeps, as on a real one
+    plugin = plugin_pod()
+    _mps_mount(plugin, plugin["spec"]["containers"][0])
+    sim.handle("pods", "ADDED", plugin)
+    sim.handle("pods", "ADDED", mps_daemon_pod(uid="d1", host="/var/run/elsewhere"))
+    sim.handle("pods", "ADDED", mps_daemon_pod(uid="d2", node="n2"))
+    assert "nvidia.com/gpu" not in advertised(api)
+    assert "no mps-control-daemon pod runs here" in api.meta_patches[-1][1]["metadata"]["annotations"][STATE_ANNOTATION]
+
+
+def test_mps_plugin_without_an_mps_mount_never_sees_the_daemon(tmp_path):
+    api = FakeApi({("kube-system", "dp"): {"config.yaml": MPS3}})
+    sim, prof = simulator(tmp_path, api)
+    api.nodes["n1"] = node(profile_path=prof)  # patches land on a node the fake API keeps, as on a real one
+    sim.handle("pods", "ADDED", plugin_pod())
+    sim.handle("pods", "ADDED", mps_daemon_pod())
+    assert "nvidia.com/gpu" not in advertised(api)
+    assert "sees no MPS root at /mps" in api.meta_patches[-1][1]["metadata"]["annotations"][STATE_ANNOTATION]
