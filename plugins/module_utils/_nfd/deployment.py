@@ -17,8 +17,11 @@ import posixpath
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, WaitTimeout
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client
-from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import LABEL_MANAGED_BY, LABEL_NAME, MANAGER
-from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import (
+    LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_NAME, MANAGER,
+)
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet, managed_selector
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd import manifests
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd.constants import (
     API_VERSION, APP_NAME, CRD_API_VERSION, CRD_NODE_FEATURES, DEFAULT_WAIT_TIMEOUT, FEATURE_LABELS_ANNOTATION,
@@ -97,13 +100,31 @@ def _wait(client, objects, namespace, deadline, timeout):
 
 
 def _prune_labels(client, objects, namespace, check_mode, wait, timeout):
-    """Before our NFD goes: delete every NodeFeature, so that our running nfd-master removes the labels it set (what
-    ``nfd-master -prune`` does for NFD's Helm chart), and wait (bounded) until no node carries its feature-labels
-    annotation. Only when the NodeFeature CRD and nfd-master are ours."""
+    """Before our NFD goes, let nfd-master take back the labels it set (what ``nfd-master -prune`` does when NFD's Helm
+    chart is uninstalled): stop nfd-worker (delete its DaemonSet, wait for its pods to go, or it would publish again),
+    delete every NodeFeature, and wait (bounded) until no node carries nfd-master's feature-labels annotation. Only
+    when the NodeFeature CRD and nfd-master are ours. Returns the NodeFeatures deleted."""
     crd = client.get(CRD_API_VERSION, CRD_KIND, CRD_NODE_FEATURES)
     master = client.get("apps/v1", "Deployment", MASTER_NAME, namespace)
     if crd is None or not _ours(crd) or master is None or not _ours(master):
         return []
+    deadline = client.clock() + timeout
+    worker = client.get("apps/v1", "DaemonSet", WORKER_NAME, namespace)
+    if worker is not None and _ours(worker) and not worker["metadata"].get("deletionTimestamp"):
+        if client.delete("apps/v1", "DaemonSet", WORKER_NAME, namespace, dry_run=check_mode):
+            key = "DaemonSet/%s/%s" % (namespace, WORKER_NAME)
+            objects.objects.append({"kind": "DaemonSet", "name": WORKER_NAME, "namespace": namespace,
+                                    "action": "deleted"})
+            if objects.want_diff:
+                objects.diff["before"][key] = k8s_objects.normalize(worker)
+                objects.diff["after"][key] = None
+    if wait and not check_mode:
+        try:
+            client.wait("v1", "Pod", lambda pods: not pods, max(1, deadline - client.clock()), namespace=namespace,
+                        label_selector="%s,%s=%s" % (managed_selector(APP_NAME), LABEL_COMPONENT, WORKER_NAME))
+        except WaitTimeout as exc:
+            raise K8sError("timed out after %ss waiting for the nfd-worker pods to go: %s still there"
+                           % (timeout, ", ".join(sorted(exc.last or {}))))
     deleted = []
     for feature in client.list(API_VERSION, NODE_FEATURE):
         meta = feature["metadata"]
@@ -113,11 +134,15 @@ def _prune_labels(client, objects, namespace, check_mode, wait, timeout):
             deleted.append("%s/%s" % (meta.get("namespace"), meta["name"]))
     if wait and not check_mode:
         try:
-            client.wait("v1", "Node", lambda nodes: not labelled_by_nfd(nodes), timeout)
+            client.wait("v1", "Node", lambda nodes: not labelled_by_nfd(nodes), max(1, deadline - client.clock()))
         except WaitTimeout as exc:
-            raise K8sError("timed out after %ss waiting for nfd-master to remove the labels it set from %s (%s); nothing "
-                           "of NFD was deleted yet: check nfd-master and run again"
+            again = ["%s/%s" % (f["metadata"].get("namespace"), f["metadata"]["name"])
+                     for f in client.list(API_VERSION, NODE_FEATURE)]
+            raise K8sError("timed out after %ss waiting for nfd-master to remove the labels it set from %s%s (%s); "
+                           "run again once that is done"
                            % (timeout, ", ".join(sorted(labelled_by_nfd(exc.last or {}))),
+                              "; NodeFeature objects were written again by publishers that still run, for example GPU "
+                              "feature discovery (remove it first): %s" % ", ".join(sorted(again)) if again else "",
                               objects.pods_summary(MASTER_NAME)))
     return deleted
 
@@ -155,8 +180,9 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
                 _wait(client, objects, namespace, deadline, timeout)
                 objects.wait_rollout(applied, max(1, deadline - client.clock()), WORKER_NAME, HINT)
     else:
+        deadline = client.clock() + timeout
         result["node_features_deleted"] = _prune_labels(client, objects, namespace, check_mode, wait, timeout)
-        objects.absent(wait=wait, timeout=timeout)
+        objects.absent(wait=wait, timeout=max(1, int(deadline - client.clock())))
     result["objects"] = objects.objects
     result["changed"] = objects.changed or bool(result["node_features_deleted"])
     if want_diff:
