@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from ansible_cli import run_module
+from k8s_helpers import wait_for
 from sandbox.k8s import nodes as sandbox_nodes
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -129,25 +131,34 @@ def test_fleet_is_labelled_from_its_facts(sandbox, labelled_fleet):
     v100 = labels_of(sandbox, "kg-v100")
     assert ours(v100) == {
         "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "Tesla-V100-PCIE-16GB", "nvidia.com/gpu.count": "4",
-        "nvidia.com/gpu.memory": "16160", "nvidia.com/cuda.driver-version.major": "510",
+        "nvidia.com/gpu.memory": "16160", "nvidia.com/gpu.replicas": "1", "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/gpu.family": "volta", "nvidia.com/gpu.compute.major": "7", "nvidia.com/gpu.compute.minor": "0",
+        "nvidia.com/cuda.driver-version.major": "510",
         "nvidia.com/cuda.driver-version.minor": "47", "nvidia.com/cuda.driver-version.revision": "03",
         "nvidia.com/cuda.driver-version.full": "510.47.03", "nvidia.com/cuda.runtime-version.major": "11",
         "nvidia.com/cuda.runtime-version.minor": "6", "nvidia.com/cuda.runtime-version.full": "11.6",
+        "nvidia.com/cuda.driver.major": "510", "nvidia.com/cuda.driver.minor": "47", "nvidia.com/cuda.driver.rev": "03",
+        "nvidia.com/cuda.runtime.major": "11", "nvidia.com/cuda.runtime.minor": "6",
+        "nvidia.com/gpu.deploy.device-plugin": "true", "nvidia.com/gpu.deploy.gpu-feature-discovery": "true",
         "accelerator": "nvidia-tesla-v100-pcie-16gb"}
+    assert v100["nvidia.com/mig.capable"] == "false" and v100["nvidia.com/mps.capable"] == "false"
     assert v100["kubernetes.io/hostname"] == "kg-v100"  # labels from node registration are still there
     products = {"kg-t4": "Tesla-T4", "kg-a100": "NVIDIA-A100-SXM4-80GB", "kg-h100": "NVIDIA-H100-80GB-HBM3",
                 "kg-gtx1060": "GeForce-GTX-1060-3GB"}
     for name, product in products.items():
         labels = labels_of(sandbox, name)
         assert labels["nvidia.com/gpu.product"] == product, name
-        assert ours(labels) == result["nodes"][name]["labels"], name
+        assert ours(labels) == ours(result["nodes"][name]["labels"]), name
         assert owned_by_us(sandbox, name) == set(result["nodes"][name]["labels"]), name
-    assert labels_of(sandbox, "kg-a100")["nvidia.com/gpu.count"] == "8"
+    a100 = labels_of(sandbox, "kg-a100")
+    assert a100["nvidia.com/gpu.count"] == "8" and a100["nvidia.com/mig.capable"] == "true"
+    assert a100["nvidia.com/gpu.replicas"] == "0"  # every GPU in MIG mode: GFD labels them without sharing
     gtx = labels_of(sandbox, "kg-gtx1060")
-    assert gtx["nvidia.com/cuda.driver-version.full"] == "390.30" and "nvidia.com/cuda.driver-version.revision" not in gtx
+    assert gtx["nvidia.com/cuda.driver-version.full"] == "390.30" and gtx["nvidia.com/cuda.driver-version.revision"] == ""
     for name in ("kg-cpu", "kg-nodriver"):
         assert owned_by_us(sandbox, name) == set(), name
-        assert result["nodes"][name] == {"status": "unchanged", "labels": {}, "labels_set": {}, "labels_removed": []}
+        assert result["nodes"][name] == {"status": "unchanged", "labels": {}, "labels_set": {}, "labels_removed": [],
+                                         "labels_released": []}
     assert len(result["diff"]) == len(products) + 1
     managers = [f.manager for f in sandbox.core.read_node("kg-t4").metadata.managed_fields
                 if f.operation == "Apply"]
@@ -180,7 +191,7 @@ def test_other_managers_labels_survive_and_no_gpu_loses_exactly_ours(sandbox, fl
     (name,) = test_nodes(1, "t4")
     first = label_nodes(sandbox, tmp_path, {name: fleet_facts["kg-t4"]})
     assert first["changed"] is True
-    mine = ours(labels_of(sandbox, name))
+    mine = dict((k, v) for k, v in labels_of(sandbox, name).items() if k in first["nodes"][name]["labels"])
     assert mine == first["nodes"][name]["labels"] and mine["nvidia.com/gpu.present"] == "true"
     # Another client adds its own label, and another applies one of ours with the same value (it now co-owns it).
     foreign_patch(sandbox, name, {"team": "ml"})
@@ -256,3 +267,98 @@ def test_facts_not_gathered_fail_naming_the_host(sandbox, test_nodes, tmp_path):
     (name,) = test_nodes(1, "t4")
     result = label_nodes(sandbox, tmp_path, {name: "not facts"}, expect_failure=True)
     assert "node %s" % name in result["msg"] and "gpu_facts" in result["msg"]
+
+
+# ---- the operand deploy labels, per-node configs, and GPU feature discovery through NFD -----------------------
+
+DEPLOY_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
+DEPLOY_GFD = "nvidia.com/gpu.deploy.gpu-feature-discovery"
+
+
+def test_deploy_labels_are_set_where_absent_and_never_overwritten(sandbox, fleet_facts, test_nodes, tmp_path):
+    (name,) = test_nodes(1, "t4")
+    foreign_patch(sandbox, name, {DEPLOY_PLUGIN: "paused-for-mig-change"}, manager="nvidia-mig-manager")
+    first = label_nodes(sandbox, tmp_path, {name: fleet_facts["kg-t4"]})
+    labels = labels_of(sandbox, name)
+    assert labels[DEPLOY_PLUGIN] == "paused-for-mig-change" and labels[DEPLOY_GFD] == "true"
+    assert DEPLOY_PLUGIN not in first["nodes"][name]["labels"] and DEPLOY_PLUGIN not in owned_by_us(sandbox, name)
+    # NVIDIA's MIG manager is done: it sets "true" again, and the label is ours too from now on
+    foreign_patch(sandbox, name, {DEPLOY_PLUGIN: "true"}, manager="nvidia-mig-manager")
+    again = label_nodes(sandbox, tmp_path, {name: fleet_facts["kg-t4"]})
+    assert again["changed"] is False and DEPLOY_PLUGIN in owned_by_us(sandbox, name)
+    # an admin's "false" (an Update under another manager takes the field from us) is never set back
+    foreign_patch(sandbox, name, {DEPLOY_GFD: "false"})
+    third = label_nodes(sandbox, tmp_path, {name: fleet_facts["kg-t4"]}, diff=True)
+    assert third["changed"] is False and labels_of(sandbox, name)[DEPLOY_GFD] == "false"
+
+
+def test_sharing_mig_and_per_node_configs(sandbox, fleet_facts, test_nodes, tmp_path):
+    t4, a100 = test_nodes(1, "t4")[0], test_nodes(1, "a100x8-mig-mixed")[0]
+    facts = {t4: fleet_facts["kg-t4"], a100: fleet_facts["kg-a100"]}
+    options = dict(sharing={"strategy": "time-slicing", "replicas": 4},
+                   configs={"mps": {"sharing": {"strategy": "mps", "replicas": 3}},
+                            "mixed": {"mig_strategy": "mixed", "sharing": {"strategy": "none"}}},
+                   node_configs={t4: "mps", a100: "mixed"})
+    label_nodes(sandbox, tmp_path, facts, **options)
+    labels = labels_of(sandbox, t4)
+    assert labels["nvidia.com/device-plugin.config"] == "mps" and labels["nvidia.com/mps.capable"] == "true"
+    assert labels["nvidia.com/gpu.product"] == "Tesla-T4-SHARED" and labels["nvidia.com/gpu.replicas"] == "3"
+    assert labels["nvidia.com/gpu.sharing-strategy"] == "mps"
+    labels = labels_of(sandbox, a100)
+    assert labels["nvidia.com/device-plugin.config"] == "mixed" and labels["nvidia.com/mig.strategy"] == "mixed"
+    assert labels["nvidia.com/mig-1g.10gb.count"] == "17" and labels["nvidia.com/mig-1g.10gb.product"] == (
+        "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb")
+    # both nodes back on the default config: time-slicing 4 ways, no config label, no MIG labels
+    back = label_nodes(sandbox, tmp_path, facts, sharing=options["sharing"], diff=True)
+    labels = labels_of(sandbox, t4)
+    assert "nvidia.com/device-plugin.config" not in labels and labels["nvidia.com/mps.capable"] == "false"
+    assert labels["nvidia.com/gpu.product"] == "Tesla-T4-SHARED" and labels["nvidia.com/gpu.replicas"] == "4"
+    assert "nvidia.com/mig-1g.10gb.count" in back["nodes"][a100]["labels_removed"]
+    assert not [k for k in labels_of(sandbox, a100) if k.startswith("nvidia.com/mig-")]
+
+
+def test_gfd_through_nfd_takes_over_without_a_fight(sandbox, fleet_facts, test_nodes, tmp_path):
+    """Our GFD values first; then NFD and GFD run and gpu_node_labels(gfd=true) releases GFD's keys: nothing is
+    removed, nfd-master publishes the same values plus what only GFD knows, and no run changes anything after."""
+    (name,) = test_nodes(1, "v100x4")
+    marker = "kubegpu.test/gfd-" + name[-12:]
+    sandbox.core.patch_node(name, {"metadata": {"labels": {marker: "true"}}})
+    sharing = {"strategy": "time-slicing", "replicas": 4}
+    facts = {name: fleet_facts["kg-v100"]}
+    ours_first = label_nodes(sandbox, tmp_path, facts, sharing=sharing)["nodes"][name]["labels"]
+    assert ours_first["nvidia.com/gpu.product"] == "Tesla-V100-PCIE-16GB-SHARED"
+    nfd_ns, plugin_ns = "nfd-" + name[-12:], "dp-" + name[-12:]
+    nfd_args = dict(kubeconfig=sandbox.kubeconfig, namespace=nfd_ns, extra_label_ns=["nvidia.com"],
+                    pci_device_classes=["02", "03"], pci_label_fields=["vendor"], worker_node_selector={marker: "true"},
+                    wait_timeout=120)
+    plugin_args = dict(kubeconfig=sandbox.kubeconfig, namespace=plugin_ns, node_selector={marker: "true"},
+                       deploy_labels=False, gfd=True, sharing=sharing, wait_timeout=120)
+    try:
+        rc, result = run_module("kubegpu.cluster.node_feature_discovery", nfd_args)
+        assert rc == 0, result
+        released = label_nodes(sandbox, tmp_path, facts, sharing=sharing, gfd=True, diff=True)
+        entry = released["nodes"][name]
+        assert entry["labels_removed"] == [] and released["diff"] == []
+        assert sorted(entry["labels_released"]) == sorted(k for k in ours_first if k.startswith(
+            ("nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.replicas", "nvidia.com/gpu.memory",
+             "nvidia.com/gpu.sharing-strategy", "nvidia.com/gpu.family", "nvidia.com/gpu.compute", "nvidia.com/cuda.",
+             "nvidia.com/mig.", "nvidia.com/mps.")))
+        assert labels_of(sandbox, name)["nvidia.com/gpu.product"] == "Tesla-V100-PCIE-16GB-SHARED"  # still there
+        assert not [k for k in owned_by_us(sandbox, name) if k in entry["labels_released"]]
+        rc, result = run_module("kubegpu.cluster.device_plugin_deploy", plugin_args)
+        assert rc == 0, result
+        node = wait_for(sandbox.core.list_node, field_selector="metadata.name=" + name, describe="GFD's own labels",
+                        predicate=lambda n: "nvidia.com/gfd.timestamp" in (n.metadata.labels or {}))
+        labels = node.metadata.labels
+        for key in entry["labels_released"]:
+            assert labels[key] == ours_first[key], key  # the two readings of GFD's rules agree on this node
+        assert labels["nvidia.com/gpu.machine"] == "unknown" and labels["nvidia.com/gpu.mode"] == "compute"
+        assert labels["feature.node.kubernetes.io/pci-10de.present"] == "true"
+        again = label_nodes(sandbox, tmp_path, facts, sharing=sharing, gfd=True)
+        assert again["changed"] is False and again["nodes"][name]["labels_released"] == []
+        # GFD goes (gfd=false again): our values, the same as GFD's, so taking them back changes nothing
+        back = label_nodes(sandbox, tmp_path, facts, sharing=sharing)
+        assert back["changed"] is False and owned_by_us(sandbox, name) >= set(entry["labels_released"])
+    finally:
+        run_module("kubegpu.cluster.device_plugin_deploy", dict(plugin_args, state="absent"))
+        run_module("kubegpu.cluster.node_feature_discovery", dict(nfd_args, state="absent"))
