@@ -55,32 +55,29 @@ options:
   extra_label_ns:
     description:
       - Label namespaces nfd-master publishes even where NFD would deny them (its C(extraLabelNs)), for example
-        V(nvidia.com), which the device plugin's Helm chart sets.
+        V(nvidia.com), which the device plugin's Helm chart sets. Unset or empty allows only NFD's own (every
+        namespace outside C(kubernetes.io)).
     type: list
     elements: str
-    default: []
   pci_device_classes:
     description:
       - PCI device class prefixes (hexadecimal) nfd-worker labels devices of (its C(sources.pci.deviceClassWhitelist)),
-        for example V(02) and V(03), which the device plugin's Helm chart sets. Empty keeps NFD's own default
-        (V(03), V(0b40), V(12)).
+        for example V(02) and V(03), which the device plugin's Helm chart sets. Unset or empty keeps NFD's own
+        default (V(03), V(0b40), V(12)).
     type: list
     elements: str
-    default: []
   pci_label_fields:
     description:
       - Fields a PCI device label is made of (its C(sources.pci.deviceLabelFields)); V(vendor) alone gives
-        C(feature.node.kubernetes.io/pci-10de.present) for an NVIDIA device. Empty keeps NFD's own default
+        C(feature.node.kubernetes.io/pci-10de.present) for an NVIDIA device. Unset or empty keeps NFD's own default
         (V(class), V(vendor)).
     type: list
     elements: str
     choices: [class, vendor, device, subsystem_vendor, subsystem_device]
-    default: []
   worker_tolerations:
-    description: The tolerations of nfd-worker's pods, for example of a taint GPU nodes carry.
+    description: The tolerations of nfd-worker's pods, for example of a taint GPU nodes carry; none when unset.
     type: list
     elements: dict
-    default: []
   worker_node_selector:
     description: The nodeSelector of nfd-worker's pods; empty runs it on every node.
     type: dict
@@ -229,10 +226,10 @@ def main():
             version=dict(type="str", default=nfd.NFD_VERSION),
             image=dict(type="str"),
             image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),  # names, not secrets
-            extra_label_ns=dict(type="list", elements="str", default=[]),
-            pci_device_classes=dict(type="list", elements="str", default=[]),
-            pci_label_fields=dict(type="list", elements="str", default=[], choices=list(PCI_LABEL_FIELDS)),
-            worker_tolerations=dict(type="list", elements="dict", default=[]),
+            extra_label_ns=dict(type="list", elements="str"),
+            pci_device_classes=dict(type="list", elements="str"),
+            pci_label_fields=dict(type="list", elements="str", choices=list(PCI_LABEL_FIELDS)),
+            worker_tolerations=dict(type="list", elements="dict"),
             worker_node_selector=dict(type="dict", default={}),
             master_tolerations=dict(type="list", elements="dict"),
             priority_class=dict(type="str", default=""),

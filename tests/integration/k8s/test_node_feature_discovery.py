@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ansible_cli import run_module
+from ansible_cli import run_module, run_playbook
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd import manifests as nfd_manifests
 from k8s_helpers import delete_quietly, wait_for
 
@@ -148,3 +148,29 @@ def test_bad_options_fail_before_any_change(sandbox, nfd):
     assert result["msg"].startswith("pci_device_classes: ") and crds_present(sandbox) == []
     result = nfd(expect_rc=2, extra_label_ns=["Not A Namespace"])
     assert result["msg"].startswith("extra_label_ns: ")
+
+
+def test_role_task_file(sandbox, tmp_path):
+    """roles/device_plugin/tasks/nfd.yml with the role's defaults: NFD as the device plugin's chart configures it,
+    only with device_plugin_gfd, and removed again with device_plugin_state=absent."""
+    namespace = "nfd-role-" + uuid.uuid4().hex[:6]
+    playbook = tmp_path / "nfd.yml"
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "nfd", "ansible.builtin.include_role": {"name": "kubegpu.cluster.device_plugin", "tasks_from": "nfd"}},
+        {"name": "result", "ansible.builtin.debug": {"var": "device_plugin_nfd_result"}}]}]))
+    variables = {"device_plugin_kubeconfig": sandbox.kubeconfig, "device_plugin_nfd_namespace": namespace,
+                 "device_plugin_wait_timeout": 120}
+    rc, tasks = run_playbook(playbook, dict(variables, device_plugin_gfd=False))
+    assert rc == 0 and dict(tasks)["result"]["device_plugin_nfd_result"].get("skipped") is True, tasks
+    try:
+        rc, tasks = run_playbook(playbook, dict(variables, device_plugin_gfd=True))
+        result = dict(tasks)["result"]["device_plugin_nfd_result"]
+        assert rc == 0 and result["changed"] is True, tasks
+        assert result["master_config"] == {"extraLabelNs": ["nvidia.com"]}
+        assert result["worker_config"] == {"sources": {"pci": {"deviceClassWhitelist": ["02", "03"],
+                                                               "deviceLabelFields": ["vendor"]}}}
+        wait_label(sandbox, "kg-v100", lambda labels, _a: labels.get(PCI_GPU) == "true", "the PCI label on kg-v100")
+    finally:
+        rc, tasks = run_playbook(playbook, dict(variables, device_plugin_gfd=True, device_plugin_state="absent"))
+    assert rc == 0, tasks
+    assert PCI_GPU not in labels_of(sandbox, "kg-v100") and crds_present(sandbox) == []
