@@ -1,0 +1,210 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""container_runtime_facts' readers: systemd's unit properties and command lines, the daemons' reports, packages and
+files. The texts are what the node image's systemd, dockerd 20.10 and containerd 1.6 print (see
+molecule/container_toolkit for the module against the daemons themselves)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import facts
+
+RUNNING = " ; ignore_errors=no ; start_time=[Wed 2026-11-25 04:24:15 UTC] ; stop_time=[n/a] ; pid=945 ; code=(null) ; status=0/0 }"
+SHOW = """ExecStart={ path=/usr/sbin/dockerd ; argv[]=/usr/sbin/dockerd -H fd:// --containerd=/run/containerd/containerd.sock $DOCKER_OPTS""" \
+    + RUNNING + """
+Environment=
+EnvironmentFiles=/etc/default/docker (ignore_errors=yes)
+EnvironmentFiles=/etc/docker/extra.env (ignore_errors=no)
+Id=docker.service
+LoadState=loaded
+ActiveState=active
+UnitFileState=enabled
+
+ExecStart={ path=/usr/bin/containerd ; argv[]=/usr/bin/containerd""" + RUNNING + """
+Environment=GOTRACEBACK=crash LANG=C
+Id=containerd.service
+LoadState=loaded
+ActiveState=active
+UnitFileState=enabled
+
+Environment=
+Id=k3s.service
+LoadState=not-found
+ActiveState=inactive
+UnitFileState=
+
+ExecStart={ path=/usr/local/bin/k3s ; argv[]=/usr/local/bin/k3s agent""" + RUNNING + """
+Id=k3s-agent.service
+LoadState=loaded
+ActiveState=active
+UnitFileState=enabled
+"""
+
+DEFAULT_DOCKER = """# Here in Debian, this file is sourced by:
+#   - systemd's docker.service
+export http_proxy="http://127.0.0.1:3128/"
+DOCKER_OPTS="--default-runtime=runc --log-level=warn"
+; a comment too
+not a setting
+"""
+
+CONTAINERD_DUMP = """version = 2
+root = "/var/lib/containerd"
+
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    enable_cdi = false
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      default_runtime_name = "nvidia"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes]
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+          runtime_type = "io.containerd.runc.v2"
+          [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+            BinaryName = "/usr/bin/nvidia-container-runtime"
+            SystemdCgroup = true
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+          runtime_type = "io.containerd.runc.v2"
+          [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+            BinaryName = ""
+            SystemdCgroup = true
+"""
+
+CONTAINERD_V3 = """version = 3
+[plugins."io.containerd.cri.v1.runtime".containerd]
+  default_runtime_name = "runc"
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+"""
+
+CRIO_CONFIG = """[crio.runtime]
+default_runtime = "nvidia"
+[crio.runtime.runtimes.crun]
+runtime_path = "/usr/bin/crun"
+runtime_type = "oci"
+[crio.runtime.runtimes.nvidia]
+runtime_path = "/usr/bin/nvidia-container-runtime"
+runtime_type = "oci"
+"""
+
+
+def test_systemctl_show_of_several_units_keeps_repeated_properties():
+    units = facts.parse_show(SHOW)
+    assert sorted(units) == ["containerd.service", "docker.service", "k3s-agent.service", "k3s.service"]
+    docker = units["docker.service"]
+    assert docker["UnitFileState"] == ["enabled"] and docker["ActiveState"] == ["active"]
+    assert facts.environment_files(docker["EnvironmentFiles"]) == [("/etc/default/docker", True),
+                                                                   ("/etc/docker/extra.env", False)]
+    assert facts.exec_argv(docker["ExecStart"][0]) == [
+        "/usr/sbin/dockerd", "-H", "fd://", "--containerd=/run/containerd/containerd.sock", "$DOCKER_OPTS"]
+    assert facts.parse_environment(units["containerd.service"]["Environment"]) == {"GOTRACEBACK": "crash", "LANG": "C"}
+    assert units["k3s.service"]["UnitFileState"] == [""]
+
+
+def test_exec_start_without_a_command_line_is_empty():
+    assert facts.exec_argv("") == [] and facts.exec_argv(None) == []
+    assert facts.exec_argv("{ path=/bin/true ; argv[]=/bin/true }") == ["/bin/true"]
+
+
+def test_environment_file_as_systemd_reads_it():
+    assert facts.parse_environment_file(DEFAULT_DOCKER) == {
+        "http_proxy": "http://127.0.0.1:3128/", "DOCKER_OPTS": "--default-runtime=runc --log-level=warn"}
+    assert facts.parse_environment_file(None) == {}
+
+
+@pytest.mark.parametrize("argv, env, words", [
+    (["/usr/sbin/dockerd", "-H", "fd://", "$DOCKER_OPTS"], {"DOCKER_OPTS": "--default-runtime=runc --log-level=warn"},
+     ["/usr/sbin/dockerd", "-H", "fd://", "--default-runtime=runc", "--log-level=warn"]),
+    (["/usr/sbin/dockerd", "${DOCKER_OPTS}"], {"DOCKER_OPTS": "--config-file /srv/d.json"},
+     ["/usr/sbin/dockerd", "--config-file", "/srv/d.json"]),
+    (["/usr/sbin/dockerd", "$DOCKER_OPTS", "--data-root=$ROOT/x"], {"ROOT": "/srv"},
+     ["/usr/sbin/dockerd", "--data-root=/srv/x"]),  # unset: nothing
+])
+def test_variables_are_expanded_and_split(argv, env, words):
+    assert facts.expand(argv, env) == words
+
+
+def test_flags_and_their_values():
+    words = ["--default-runtime=runc", "-H", "fd://", "--config-file", "/srv/d.json", "--debug", "--config-file=/x.json"]
+    assert facts.flag_names(words) == ["--default-runtime", "--config-file", "--debug", "--config-file"]
+    assert facts.flag_value(words, "--config-file") == "/x.json"  # the last one wins, as for dockerd
+    assert facts.flag_value(["--config-file", "/srv/d.json"], "--config-file") == "/srv/d.json"
+    assert facts.flag_value(["--config-file", "--debug"], "--config-file") is None
+    assert facts.flag_value(["--debug"], "--config-file") is None
+
+
+def test_unit_facts_pick_the_enabled_unit_and_expand_its_environment(tmp_path):
+    default = tmp_path / "docker"
+    default.write_text(DEFAULT_DOCKER)
+    text = SHOW.replace("/etc/default/docker", str(default))
+    units = facts.parse_show(text)
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import registry
+    docker = facts._unit_facts(registry.get("docker"), units)  # pylint: disable=protected-access
+    assert docker["service"] == "docker" and docker["active"] == "active"
+    assert docker["flags"] == ["--containerd", "--default-runtime", "--log-level"]
+    assert docker["environment_files"] == [str(default), "/etc/docker/extra.env"]  # a missing file gives nothing
+    k3s = facts._unit_facts(registry.get("k3s"), units)  # pylint: disable=protected-access
+    assert k3s["service"] == "k3s-agent" and k3s["unit_states"] == {"k3s": None, "k3s-agent": "enabled"}
+    assert k3s["command_line"] == ["/usr/local/bin/k3s", "agent"]
+    crio = facts._unit_facts(registry.get("crio"), {})  # pylint: disable=protected-access
+    assert crio["service"] == "crio" and crio["command_line"] == [] and crio["unit_states"] == {"crio": None}
+
+
+def test_docker_info_report():
+    info = {"DefaultRuntime": "nvidia", "Runtimes": {"nvidia": {"path": "/usr/bin/nvidia-container-runtime"},
+                                                     "runc": {"path": "runc"}}}
+    got = facts.docker_report(json.dumps(info))
+    assert got == {"source": "docker info", "ok": True, "error": None, "default_runtime": "nvidia", "cdi": None,
+                   "runtimes": {"nvidia": {"path": "/usr/bin/nvidia-container-runtime", "type": None},
+                                "runc": {"path": "runc", "type": None}}}
+    assert facts.docker_report("Cannot connect to the Docker daemon")["ok"] is False
+    assert facts.docker_report("[]")["error"] == "not a JSON object"
+
+
+def test_containerd_reports_of_both_plugin_layouts():
+    got = facts.containerd_report(CONTAINERD_DUMP, "containerd config dump")
+    assert got["ok"] and got["default_runtime"] == "nvidia" and got["cdi"] is False
+    assert got["runtimes"] == {
+        "nvidia": {"type": "io.containerd.runc.v2", "path": "/usr/bin/nvidia-container-runtime", "systemd_cgroup": True},
+        "runc": {"type": "io.containerd.runc.v2", "path": "", "systemd_cgroup": True}}
+    v3 = facts.containerd_report(CONTAINERD_V3, "/run/k0s/containerd-cri.toml")
+    assert v3["ok"] and v3["default_runtime"] == "runc" and v3["cdi"] is None and v3["source"] == "/run/k0s/containerd-cri.toml"
+    assert facts.containerd_report('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd\n', "x")["ok"] is False
+    assert facts.containerd_report("version = 2\n", "x")["error"] == "no CRI runtime plugin table"
+
+
+def test_crio_and_crictl_reports():
+    got = facts.crio_report(CRIO_CONFIG)
+    assert got["default_runtime"] == "nvidia"
+    assert got["runtimes"]["nvidia"] == {"path": "/usr/bin/nvidia-container-runtime", "type": "oci"}
+    info = {"config": {"enableCDI": True, "containerd": {"defaultRuntimeName": "nvidia", "runtimes": {
+        "nvidia": {"runtimeType": "io.containerd.runc.v2", "options": {"BinaryName": "/usr/bin/nvidia-container-runtime"}}}}}}
+    cri = facts.crictl_report(json.dumps(info))
+    assert cri["ok"] and cri["cdi"] is True and cri["default_runtime"] == "nvidia"
+    assert cri["runtimes"] == {"nvidia": {"path": "/usr/bin/nvidia-container-runtime", "type": "io.containerd.runc.v2"}}
+    assert facts.crictl_report('{"status": {}}')["error"] == "no config.containerd in its answer"
+
+
+def test_installed_packages_only():
+    dpkg = ("nvidia-container-toolkit\t1.19.0-1\tii \nnvidia-docker2\t2.14.0-1\trc \n"
+            "libnvidia-container1\t1.19.0-1\tii \n")
+    assert facts.parse_dpkg(dpkg) == {"nvidia-container-toolkit": "1.19.0-1", "libnvidia-container1": "1.19.0-1"}
+    rpm = "nvidia-container-toolkit\t1.17.8-1\npackage nvidia-docker2 is not installed\n"
+    assert facts.parse_rpm(rpm) == {"nvidia-container-toolkit": "1.17.8-1"}
+
+
+def test_files_are_described_without_failing(tmp_path):
+    text = tmp_path / "repo.list"
+    text.write_text("deb [signed-by=/k.asc] http://127.0.0.1:8088/stable/deb/amd64 /\n")
+    os.chmod(str(text), 0o640)
+    binary = tmp_path / "key.gpg"
+    binary.write_bytes(b"\x99\x01\xff\xfe")
+    got = facts.describe_file(str(text))
+    assert got["exists"] and not got["directory"] and got["mode"] == "0640" and got["content"].startswith("deb [")
+    assert len(got["sha256"]) == 64
+    assert facts.describe_file(str(binary))["content"] is None
+    assert facts.describe_file(str(tmp_path))["directory"] is True
+    assert facts.describe_file(str(tmp_path / "missing")) == {"exists": False, "error": None}
