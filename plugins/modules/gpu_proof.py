@@ -23,6 +23,13 @@ description:
     way from the sum over all nodes.
   - A proof that does not pass says why, from the pod's phase, conditions and last events, with the usual fix
     (C(Insufficient nvidia.com/gpu), an untolerated taint, an image that cannot be pulled, NVML not found).
+  - "Proof only when something could have changed: with O(proven_under), a passed proof is recorded on its node, in
+    the annotation C(kubegpu.cluster/last-proof) (JSON: C(passed_at), C(job), C(resource), C(detail) and C(under),
+    what it ran under: the node's device plugin config hash, driver version, container runtime, and a hash of the
+    proof itself: image, command, arguments, RuntimeClass, success pattern). With O(reprove=changed) a later run
+    proves a node again only where one of those changed, where the node no longer advertises the resource it was
+    proved on, or where no passed proof is on record; for the other nodes RV(results) carries the last proof. The
+    cluster-wide proof stands when the last proof on any node of O(proven_under) does."
 author:
   - kubegpu.cluster contributors (@kubegpu)
 options:
@@ -80,6 +87,28 @@ options:
         not served (a kubelet that cannot be reached from the API server) still passes on the Job's success.
     type: bool
     default: false
+  proven_under:
+    description:
+      - Per Kubernetes node, what a proof there runs under, so that a passed proof is recorded on the node and a
+        later run proves it again only when one of these changed (O(reprove)).
+      - C(config) names the node's device plugin config in O(plugin_configs) (C(default) when not given); C(driver_version)
+        and C(runtime) are strings, for example the driver version of its C(gpu) facts and its container runtimes'
+        default runtimes and versions. A node with any of them unknown is proved every time.
+    type: dict
+    default: {}
+  plugin_configs:
+    description:
+      - The device plugin's configs by name, as data (the RV(kubegpu.cluster.device_plugin_deploy#module:configs)
+        result); each node's C(config) of O(proven_under) is hashed as that module hashes it.
+    type: dict
+    default: {}
+  reprove:
+    description:
+      - V(changed) proves a node of O(proven_under) again only where what it runs under changed (see the
+        description); V(always) proves every time (and records every passed proof).
+    type: str
+    choices: [changed, always]
+    default: changed
   timeout:
     description: Seconds to wait for the Jobs. Their C(activeDeadlineSeconds) is 300 more, a safety net for a run that is interrupted before it deletes them.
     type: int
@@ -95,8 +124,13 @@ attributes:
     support: none
   idempotent:
     description: Whether a second run with the same options changes nothing and reports no change.
-    support: full
-    details: The Jobs are temporary and removed before the module returns, so it always reports C(changed=false).
+    support: partial
+    details:
+      - The Jobs are temporary and removed before the module returns. Without O(proven_under) the module always
+        reports C(changed=false).
+      - With O(proven_under) it reports C(changed) when it records a passed proof on a node (in check mode, when a
+        proof would run on such a node); a second run with nothing changed proves nothing and reports no change,
+        unless O(reprove=always).
   platform:
     platforms: posix
 notes:
@@ -118,6 +152,14 @@ EXAMPLES = r"""
     per_node: true
     image: registry.example.com/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
     runtime_class: nvidia
+
+- name: One proof per GPU node, again only where its plugin config, driver or runtime changed since it last passed
+  kubegpu.cluster.gpu_proof:
+    per_node: true
+    plugin_configs: "{{ device_plugin_result.configs }}"
+    proven_under:
+      gpu-1: {config: default, driver_version: "550.54.15", runtime: "containerd 1.7.24 default nvidia"}
+      gpu-2: {config: mps4, driver_version: "550.54.15", runtime: "containerd 1.7.24 default nvidia"}
 
 - name: Run nvidia-smi on a MIG slice
   kubegpu.cluster.gpu_proof:
@@ -167,8 +209,31 @@ results:
       description: What happened, in one line, with the fix for a known failure.
       type: str
       sample: succeeded, log shows 'Test PASSED'
+    ran:
+      description: Whether the proof ran in this run; V(false) for a node whose last proof still stands (O(reprove)).
+      type: bool
+      sample: true
+    last_proof:
+      description: The proof recorded on the node (see RV(last_proofs)), when one is.
+      type: dict
+      sample: {"passed_at": "2026-11-25T04:40:12Z", "job": "gpu-proof-gpu-1-3f1c0e", "resource": "nvidia.com/gpu",
+               "detail": "succeeded, log shows 'Test PASSED'", "under": {"config_hash": "3f1c...", "driver_version":
+               "550.54.15", "runtime": "containerd 1.7.24 default nvidia", "proof": "9a1b2c3d4e5f6071"}}
   sample: [{"node": "gpu-1", "resource": "nvidia.com/gpu", "job": "gpu-proof", "phase": "Succeeded", "passed": true,
-            "log_checked": true, "detail": "succeeded, log shows 'Test PASSED'"}]
+            "log_checked": true, "detail": "succeeded, log shows 'Test PASSED'", "ran": true}]
+recorded:
+  description: The nodes on which a passed proof was recorded in this run (in check mode, would be if it passed).
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu-1]
+last_proofs:
+  description: Per node, the last passed proof recorded on it (C(kubegpu.cluster/last-proof)), after this run.
+  returned: always
+  type: dict
+  sample: {"gpu-1": {"passed_at": "2026-11-25T04:40:12Z", "job": "gpu-proof-gpu-1-3f1c0e", "resource": "nvidia.com/gpu",
+           "detail": "succeeded, log shows 'Test PASSED'", "under": {"config_hash": "3f1c...", "driver_version": "550.54.15",
+           "runtime": "containerd 1.7.24 default nvidia", "proof": "9a1b2c3d4e5f6071"}}}
 allocatable:
   description: Every node's C(nvidia.com/*) allocatable counts, read before the proof.
   returned: always
@@ -186,7 +251,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import run
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import REPROVE, run
 
 
 def main():
@@ -205,6 +270,9 @@ def main():
             success_pattern=dict(type="str", default=nv.PROOF_PATTERN),
             require_log=dict(type="bool", default=False),
             timeout=dict(type="int", default=nv.PROOF_TIMEOUT),
+            proven_under=dict(type="dict", default={}),
+            plugin_configs=dict(type="dict", default={}),
+            reprove=dict(type="str", default="changed", choices=list(REPROVE)),
         ),
         supports_check_mode=True,
     )

@@ -5,21 +5,30 @@
 #
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """The proof workload: Jobs that each ask for one NVIDIA GPU, watched until they finish, their logs checked, and always
-removed again. The object rendering and the verdicts are pure functions; :class:`Proof` makes the API calls."""
+removed again. The object rendering and the verdicts are pure functions; :class:`Proof` makes the API calls.
+
+Proof only when something could have changed: with ``proven_under`` (per node: its device plugin config, driver
+version and container runtime), a passed proof is recorded on its node in the annotation
+:data:`ANNOTATION_LAST_PROOF`, with what it ran under; with ``reprove: changed`` a later run proves a node again only
+where one of those (or the proof itself: image, command, success pattern) changed, the node no longer advertises the
+resource it was proved on, or there is no passed proof on record, and reports the last proof for the others."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import datetime
 import hashlib
+import json
 import re
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError, WaitTimeout
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, objects as k8s_objects
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import LABEL_MANAGED_BY, MANAGER
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.allocatable import advertised
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.plugin_config import config_hash
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    MIG_RESOURCE_PREFIX, PROOF_IMAGE, PROOF_NAMESPACE, PROOF_RESOURCE_PREFERENCE, PROOF_TIMEOUT, PROOF_TOLERATIONS,
+    DEFAULT_CONFIG_NAME, MIG_RESOURCE_PREFIX, PROOF_IMAGE, PROOF_NAMESPACE, PROOF_RESOURCE_PREFERENCE, PROOF_TIMEOUT, PROOF_TOLERATIONS,
     resource as qualified,
 )
 
@@ -27,6 +36,11 @@ FIELD_MANAGER = MANAGER + "/gpu-proof"
 LABEL_PROOF = "kubegpu.cluster/gpu-proof"
 LABEL_PROOF_JOB = "kubegpu.cluster/gpu-proof-job"
 CREATED_BY = "gpu_proof"  # the created-by annotation of a namespace the proof made
+# The node annotation of the last passed proof (JSON, see :func:`record`): the one place its key is written.
+ANNOTATION_LAST_PROOF = "kubegpu.cluster/last-proof"
+# What a proof runs under, per node (``proven_under``), besides the proof itself
+UNDER_KEYS = ("config_hash", "driver_version", "runtime")
+REPROVE = ("changed", "always")
 
 # What a pod that cannot start says, and what to do about it.
 _HINTS = (
@@ -158,6 +172,77 @@ def plan(params, nodes):
     return out
 
 
+def proof_hash(params):
+    """What of the proof itself a passed proof stays valid for: its image, command, arguments, RuntimeClass and
+    success pattern (a change to any of them proves again)."""
+    spec = dict((k, params.get(k)) for k in ("image", "command", "args", "runtime_class", "success_pattern"))
+    spec["image"] = spec["image"] or PROOF_IMAGE
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+def under_by_node(params):
+    """``{node: {config_hash, driver_version, runtime, proof}}``: what a proof on each node of ``proven_under`` runs
+    under. A node's ``config`` names its device plugin config in ``plugin_configs`` (``default`` when not given), which is
+    hashed as device_plugin_deploy hashes it. Raises :class:`OptionError` naming the field."""
+    configs = params.get("plugin_configs") or {}
+    proof = proof_hash(params)
+    out = {}
+    for node, given in sorted((params.get("proven_under") or {}).items()):
+        where = "proven_under.%s" % node
+        if not isinstance(given, dict):
+            raise OptionError(where, "must be a dict with config, driver_version and runtime")
+        unknown = sorted(set(given) - set(("config", "driver_version", "runtime")))
+        if unknown:
+            raise OptionError(where, "unknown key(s) %s (known: config, driver_version, runtime)" % ", ".join(unknown))
+        name = given.get("config") or DEFAULT_CONFIG_NAME
+        if configs and name not in configs:
+            raise OptionError(where + ".config", "'%s' is not one of plugin_configs (%s): pass the device plugin's "
+                              "configs (device_plugin_deploy's configs result)" % (name, ", ".join(sorted(configs))))
+        out[node] = {
+            "config_hash": config_hash(configs[name]) if name in configs else None,
+            "driver_version": str(given["driver_version"]) if given.get("driver_version") else None,
+            "runtime": str(given["runtime"]) if given.get("runtime") else None,
+            "proof": proof,
+        }
+    return out
+
+
+def read_record(node):
+    """The last passed proof recorded on a node object (dict), or None (none, or not ours to read)."""
+    text = (((node or {}).get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_LAST_PROOF)
+    try:
+        data = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("under"), dict) else None
+
+
+def record(result, under, now=None):
+    """The annotation value for a passed proof ``result`` (one of ``results``) that ran under ``under``."""
+    when = now or datetime.datetime.now(datetime.timezone.utc)
+    return json.dumps({"passed_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "job": result["job"],
+                       "resource": result["resource"], "detail": result["detail"], "under": under},
+                      sort_keys=True, separators=(",", ":"))
+
+
+def still_valid(last, under, resources):
+    """Why the last proof on a node (``last``, from :func:`read_record`) still stands for a proof under ``under``
+    on a node that now advertises ``resources``: an empty string when it does not (prove again)."""
+    if not last or not under or any(under.get(k) is None for k in UNDER_KEYS):
+        return ""
+    if last.get("under") != under or not (resources or {}).get(last.get("resource")):
+        return ""
+    return ("unchanged since the proof passed at %s (config %s, driver %s, runtime %s)"
+            % (last.get("passed_at"), under["config_hash"][:12], under["driver_version"], under["runtime"]))
+
+
+def from_record(node, last, why):
+    """A result entry (like one of a run's ``results``) for a node proved before and not again."""
+    return {"node": node, "resource": last.get("resource"), "job": last.get("job"), "pod": None, "phase": None,
+            "succeeded": True, "log_checked": False, "passed": True, "ran": False, "last_proof": last,
+            "detail": "%s; %s" % (last.get("detail"), why)}
+
+
 class Proof(object):
     """One run: create the Jobs, wait, read the logs, always delete."""
 
@@ -166,9 +251,49 @@ class Proof(object):
         self.client = client
         self.namespace = params.get("namespace") or PROOF_NAMESPACE
         self.created_namespace = False
+        self.records = {}  # node -> its last passed proof, as read before the run
 
     def nodes(self):
-        return dict((n["metadata"]["name"], advertised(n)) for n in self.client.list("v1", "Node"))
+        found = self.client.list("v1", "Node")
+        self.records = dict((n["metadata"]["name"], read_record(n)) for n in found if read_record(n))
+        return dict((n["metadata"]["name"], advertised(n)) for n in found)
+
+    def _keep(self, proofs, nodes, under):
+        """``(to run, kept)``: the planned proofs that must run, and result entries for those the last proof stands for
+        (``reprove: changed``). The cluster-wide proof stands when the last proof on any node of ``proven_under``
+        does."""
+        if self.params.get("reprove") == "always" or not under:
+            return proofs, []
+        run, kept = [], []
+        for node, resource in proofs:
+            candidates = [node] if node is not None else sorted(under)
+            why = ""
+            for name in candidates:
+                last = self.records.get(name)
+                why = still_valid(last, under.get(name), nodes.get(name))
+                if why and (node is not None or last.get("resource") == resource):
+                    kept.append(from_record(name, last, why))
+                    break
+                why = ""
+            if not why:
+                run.append((node, resource))
+        return run, kept
+
+    def _record(self, results, under, check_mode):
+        """Write the record of each passed proof that ran on a node of ``proven_under``; returns the nodes written."""
+        written = []
+        for result in results:
+            node = result.get("node")
+            if not result.get("passed") or node not in under:
+                continue
+            value = record(result, under[node])
+            if not check_mode:
+                self.client.apply({"apiVersion": "v1", "kind": "Node",
+                                   "metadata": {"name": node, "annotations": {ANNOTATION_LAST_PROOF: value}}})
+            self.records[node] = json.loads(value)
+            result["last_proof"] = self.records[node]
+            written.append(node)
+        return written
 
     def _ensure_namespace(self, dry_run):
         """Create the namespace when missing; returns whether it exists (before a dry run: whether it did)."""
@@ -234,37 +359,51 @@ class Proof(object):
             self.client.delete("v1", "Namespace", self.namespace)
 
     def run(self, check_mode=False):
+        under = under_by_node(self.params)
         nodes = self.nodes()
-        proofs = plan(self.params, nodes)
+        proofs, kept = self._keep(plan(self.params, nodes), nodes, under)
         jobs = [render_job(self.params, self.namespace, node, res) for node, res in proofs]
-        result = {"allocatable": nodes, "namespace": self.namespace, "results": [], "passed": None}
+        result = {"allocatable": nodes, "namespace": self.namespace, "results": list(kept), "passed": None,
+                  "recorded": []}
         if check_mode:
-            if self._ensure_namespace(dry_run=True):  # a dry run cannot place a Job in a namespace not there yet
+            if jobs and self._ensure_namespace(dry_run=True):  # a dry run cannot place a Job in a namespace not there yet
                 for job in jobs:
                     self.client.apply(job, dry_run=True)  # the API server validates the Job
-            result["results"] = [{"node": n, "resource": r, "job": j["metadata"]["name"], "passed": None,
-                                  "detail": "check mode: not run"} for (n, r), j in zip(proofs, jobs)]
+            result["results"] += [{"node": n, "resource": r, "job": j["metadata"]["name"], "passed": None, "ran": False,
+                                   "detail": "check mode: not run"} for (n, r), j in zip(proofs, jobs)]
+            # a proof that would run on a node of proven_under records it when it passes
+            result["recorded"] = sorted(n for n, _r in proofs if n in under) if under else []
+            result["last_proofs"] = dict(self.records)
+            if not jobs:
+                result["passed"] = all(r["passed"] for r in result["results"])
             return result
         names = [j["metadata"]["name"] for j in jobs]
-        try:
-            self._ensure_namespace(dry_run=False)
-            for name in names:  # a Job left by an interrupted run would otherwise be reused
-                self.client.delete("batch/v1", "Job", name, self.namespace)
-            self.client.wait("batch/v1", "Job", lambda found: not (set(names) & set(found)), 60,
-                             namespace=self.namespace, label_selector=LABEL_PROOF + "=true")
-            for job in jobs:
-                self.client.apply(job)
+        if jobs:
             try:
-                final = self.client.wait("batch/v1", "Job",
-                                         lambda found: all(job_finished(found.get(n))[0] for n in names),
-                                         int(self.params.get("timeout") or PROOF_TIMEOUT), namespace=self.namespace,
-                                         label_selector=LABEL_PROOF + "=true")
-            except WaitTimeout as exc:
-                final = exc.last or {}
-            for (node, res), name in zip(proofs, names):
-                result["results"].append(self._verdict(node, res, final.get(name) or {"metadata": {"name": name}}))
-        finally:
-            self._cleanup(names)
+                self._ensure_namespace(dry_run=False)
+                for name in names:  # a Job left by an interrupted run would otherwise be reused
+                    self.client.delete("batch/v1", "Job", name, self.namespace)
+                self.client.wait("batch/v1", "Job", lambda found: not (set(names) & set(found)), 60,
+                                 namespace=self.namespace, label_selector=LABEL_PROOF + "=true")
+                for job in jobs:
+                    self.client.apply(job)
+                try:
+                    final = self.client.wait("batch/v1", "Job",
+                                             lambda found: all(job_finished(found.get(n))[0] for n in names),
+                                             int(self.params.get("timeout") or PROOF_TIMEOUT), namespace=self.namespace,
+                                             label_selector=LABEL_PROOF + "=true")
+                except WaitTimeout as exc:
+                    final = exc.last or {}
+                ran = []
+                for (node, res), name in zip(proofs, names):
+                    verdict = self._verdict(node, res, final.get(name) or {"metadata": {"name": name}})
+                    verdict["ran"] = True
+                    ran.append(verdict)
+                result["results"] += ran
+            finally:
+                self._cleanup(names)
+            result["recorded"] = self._record(ran, under, check_mode)
+        result["last_proofs"] = dict(self.records)
         result["passed"] = all(r["passed"] for r in result["results"])
         return result
 
@@ -274,7 +413,7 @@ def run(params, check_mode=False, client=None):
     if client is None:
         client = k8s_client.from_params(params, field_manager=FIELD_MANAGER)
     result = Proof(params, client).run(check_mode=check_mode)
-    result["changed"] = False
+    result["changed"] = bool(result["recorded"])  # a record written on a node (only with proven_under)
     if result["passed"] is False:
         failed = [r for r in result["results"] if not r["passed"]]
         result["failed_msg"] = "GPU proof failed: %s" % " | ".join(

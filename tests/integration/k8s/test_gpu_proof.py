@@ -23,6 +23,7 @@ def gpu_node(sandbox, test_nodes):
     sandbox.core.patch_node(node, {"metadata": {"labels": {label: "true"}}})
     rc, result = run_module("kubegpu.cluster.device_plugin_deploy", dict(
         kubeconfig=sandbox.kubeconfig, namespace=ns, node_selector={label: "true"}, wait_timeout=120,
+        deploy_labels=False,  # the node carries no nvidia.com/gpu.deploy.* labels (gpu_node_labels sets them)
         expected={node: {"nvidia.com/gpu": 1}}))
     assert rc == 0, result
     yield node
@@ -88,3 +89,36 @@ def test_unknown_node_is_one_clear_error(sandbox):
     rc, result, _ns = proof(sandbox, nodes=["no-such-node"])
     assert rc != 0
     assert result["msg"] == "nodes: node 'no-such-node' is not in the cluster"
+
+
+def test_a_passed_proof_is_recorded_and_proved_again_only_when_something_changed(sandbox, gpu_node):
+    configs = {"default": {"version": "v1", "flags": {"migStrategy": "none"}}}
+    under = {gpu_node: {"driver_version": "535.161.08", "runtime": "containerd 1.6.20 default nvidia"}}
+    args = dict(nodes=[gpu_node], plugin_configs=configs, proven_under=under)
+    rc, first, _ns = proof(sandbox, **args)
+    assert rc == 0, first
+    assert first["changed"] is True and first["recorded"] == [gpu_node] and first["results"][0]["ran"] is True
+    annotation = sandbox.core.read_node(gpu_node).metadata.annotations["kubegpu.cluster/last-proof"]
+    assert first["last_proofs"][gpu_node]["under"]["driver_version"] == "535.161.08" and "535.161.08" in annotation
+
+    rc, again, ns = proof(sandbox, **args)
+    assert rc == 0, again
+    assert again["changed"] is False and again["recorded"] == [] and again["passed"] is True
+    [kept] = again["results"]
+    assert kept["ran"] is False and "unchanged since the proof passed at" in kept["detail"]
+    assert kept["last_proof"] == first["last_proofs"][gpu_node]
+    assert [n for n in sandbox.core.list_namespace().items if n.metadata.name == ns] == []  # no Job, no namespace
+
+    upgraded_args = dict(args)
+    upgraded_args["proven_under"] = {gpu_node: dict(under[gpu_node], driver_version="550.54.15")}
+    rc, check, _ns = proof(sandbox, check=True, **upgraded_args)
+    assert rc == 0 and check["changed"] is True and check["results"][0]["detail"] == "check mode: not run"
+    assert sandbox.core.read_node(gpu_node).metadata.annotations["kubegpu.cluster/last-proof"] == annotation
+
+    rc, upgraded, _ns = proof(sandbox, **upgraded_args)
+    assert rc == 0, upgraded
+    assert upgraded["changed"] is True and upgraded["results"][0]["ran"] is True
+    assert upgraded["last_proofs"][gpu_node]["under"]["driver_version"] == "550.54.15"
+
+    rc, forced, _ns = proof(sandbox, reprove="always", **upgraded_args)
+    assert rc == 0 and forced["results"][0]["ran"] is True

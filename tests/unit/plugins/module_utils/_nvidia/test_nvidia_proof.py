@@ -165,3 +165,125 @@ def test_failed_job_names_the_pod_and_the_fix():
     assert result["passed"] is False and result["log_checked"] is False
     assert result["detail"].startswith("failed: pod gpu-proof-abcde is Failed (UnexpectedAdmissionError; maximum request")
     assert result["detail"].endswith("the kubelet refused the pod at admission (shared GPUs: ask for one device only)")
+
+
+# --- Proof only when something could have changed ---------------------------------------------------------------
+
+CONFIGS = {"default": {"version": "v1", "flags": {"migStrategy": "none"}},
+           "ts2": {"version": "v1", "flags": {"migStrategy": "none"},
+                   "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}}}}
+UNDER = {"gpu-1": {"driver_version": "550.54.15", "runtime": "containerd 1.7.24 default nvidia"},
+         "gpu-2": {"config": "ts2", "driver_version": "550.54.15", "runtime": "containerd 1.7.24 default nvidia"}}
+
+
+def test_what_a_proof_runs_under_hashes_each_nodes_own_config():
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.plugin_config import config_hash
+    under = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER})
+    assert under["gpu-1"]["config_hash"] == config_hash(CONFIGS["default"])
+    assert under["gpu-2"]["config_hash"] == config_hash(CONFIGS["ts2"]) != under["gpu-1"]["config_hash"]
+    assert under["gpu-1"]["proof"] == under["gpu-2"]["proof"]
+    other_image = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER, "image": "mirror/vectoradd:1"})
+    assert other_image["gpu-1"]["proof"] != under["gpu-1"]["proof"]  # another proof is proved again
+    # without the configs the hash is unknown: such a node is proved every time
+    assert proof.under_by_node({"proven_under": UNDER})["gpu-1"]["config_hash"] is None
+
+
+@pytest.mark.parametrize("under, field", [
+    ({"gpu-1": "550.54.15"}, "proven_under.gpu-1"),
+    ({"gpu-1": {"driver": "550.54.15"}}, "proven_under.gpu-1"),
+    ({"gpu-1": {"config": "mps4"}}, "proven_under.gpu-1.config"),
+])
+def test_bad_proven_under_names_the_field(under, field):
+    with pytest.raises(OptionError) as caught:
+        proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": under})
+    assert caught.value.option == field
+
+
+def node_with(record_text, name="gpu-1"):
+    return {"metadata": {"name": name, "annotations": {proof.ANNOTATION_LAST_PROOF: record_text}}}
+
+
+def test_a_record_is_written_and_read_back():
+    under = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER})["gpu-1"]
+    passed = {"node": "gpu-1", "job": "gpu-proof-gpu-1-abcdef", "resource": "nvidia.com/gpu", "passed": True,
+              "detail": "succeeded, log shows 'Test PASSED'"}
+    text = proof.record(passed, under)
+    last = proof.read_record(node_with(text))
+    assert last["under"] == under and last["resource"] == "nvidia.com/gpu" and last["passed_at"].endswith("Z")
+    assert proof.read_record(node_with("not json")) is None
+    assert proof.read_record(node_with('{"under": "x"}')) is None
+    assert proof.read_record({"metadata": {"name": "gpu-1"}}) is None
+
+
+def test_the_last_proof_stands_only_while_nothing_changed():
+    under = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER})["gpu-1"]
+    last = proof.read_record(node_with(proof.record({"job": "j", "resource": "nvidia.com/gpu", "detail": "ok"}, under)))
+    assert "unchanged since the proof passed at" in proof.still_valid(last, under, {"nvidia.com/gpu": 4})
+    for key, value in (("driver_version", "560.35.03"), ("runtime", "docker 27.0 default nvidia"), ("config_hash", "0" * 64)):
+        assert proof.still_valid(last, dict(under, **{key: value}), {"nvidia.com/gpu": 4}) == "", key
+    assert proof.still_valid(last, under, {"nvidia.com/gpu": 0}) == ""  # no longer advertised
+    assert proof.still_valid(last, under, {"nvidia.com/gpu.shared": 8}) == ""  # advertises another resource now
+    assert proof.still_valid(None, under, {"nvidia.com/gpu": 4}) == ""
+    assert proof.still_valid(last, dict(under, driver_version=None), {"nvidia.com/gpu": 4}) == ""  # unknown: prove
+
+
+class RecordingClient(k8s_client.Client):
+    """Nodes to list, and the objects applied (the record is written with server-side apply)."""
+
+    def __init__(self, nodes):
+        super(RecordingClient, self).__init__(dynamic=object())
+        self.nodes = nodes
+        self.applied = []
+
+    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
+        return list(self.nodes) if kind == "Node" else []
+
+    def apply(self, obj, dry_run=False):
+        self.applied.append(obj)
+        return "updated", None, obj
+
+
+def gpu_node(name, record_text=None, count=4):
+    node = {"metadata": {"name": name, "annotations": {}}, "status": {"allocatable": {"nvidia.com/gpu": str(count)}}}
+    if record_text:
+        node["metadata"]["annotations"][proof.ANNOTATION_LAST_PROOF] = record_text
+    return node
+
+
+def test_a_rerun_keeps_the_nodes_whose_proof_stands_and_runs_the_others():
+    params = {"plugin_configs": CONFIGS, "proven_under": UNDER, "per_node": True}
+    under = proof.under_by_node(params)
+    stands = proof.record({"job": "gpu-proof-gpu-1", "resource": "nvidia.com/gpu", "detail": "succeeded"}, under["gpu-1"])
+    old = proof.record({"job": "gpu-proof-gpu-2", "resource": "nvidia.com/gpu", "detail": "succeeded"},
+                       dict(under["gpu-2"], driver_version="535.161.08"))
+    client = RecordingClient([gpu_node("gpu-1", stands), gpu_node("gpu-2", old), gpu_node("gpu-3")])
+    runner = proof.Proof(params, client)
+    nodes = runner.nodes()
+    planned = proof.plan(params, nodes)
+    to_run, kept = runner._keep(planned, nodes, under)  # pylint: disable=protected-access
+    assert to_run == [("gpu-2", "nvidia.com/gpu"), ("gpu-3", "nvidia.com/gpu")]  # gpu-3: none on record
+    [one] = kept
+    assert (one["node"], one["passed"], one["ran"]) == ("gpu-1", True, False)
+    assert one["detail"].startswith("succeeded; unchanged since the proof passed at")
+    always = proof.Proof(dict(params, reprove="always"), client)
+    assert always._keep(planned, always.nodes(), under)[0] == planned  # pylint: disable=protected-access
+    # the cluster-wide proof stands when one node's last proof does
+    wide = dict(params, per_node=False)
+    assert runner._keep(proof.plan(wide, nodes), nodes, under)[0] == []  # pylint: disable=protected-access
+
+
+def test_passed_proofs_are_recorded_on_their_nodes_only():
+    params = {"plugin_configs": CONFIGS, "proven_under": UNDER}
+    under = proof.under_by_node(params)
+    client = RecordingClient([])
+    runner = proof.Proof(params, client)
+    results = [{"node": "gpu-1", "job": "a", "resource": "nvidia.com/gpu", "passed": True, "detail": "succeeded"},
+               {"node": "gpu-2", "job": "b", "resource": "nvidia.com/gpu", "passed": False, "detail": "failed"},
+               {"node": "cpu-9", "job": "c", "resource": "nvidia.com/gpu", "passed": True, "detail": "succeeded"}]
+    assert runner._record(results, under, check_mode=False) == ["gpu-1"]  # pylint: disable=protected-access
+    [applied] = client.applied
+    assert applied["kind"] == "Node" and applied["metadata"]["name"] == "gpu-1"
+    assert list(applied["metadata"]["annotations"]) == [proof.ANNOTATION_LAST_PROOF]
+    assert results[0]["last_proof"]["under"] == under["gpu-1"]
+    client.applied = []
+    assert runner._record(results, under, check_mode=True) == ["gpu-1"] and client.applied == []  # pylint: disable=protected-access
