@@ -211,7 +211,8 @@ def run(params, labeller, labels_for, check_mode=False, want_diff=False, soft=()
     """Label the nodes in ``params`` (the module's options); return the module result.
 
     ``labels_for(host, facts, accelerator_label)`` gives the labels of one host's facts (a vendor's rule); it raises
-    :class:`OptionError` for facts it cannot read, naming the host. ``soft`` and ``releases``: see :func:`plan_node`.
+    :class:`OptionError` for facts it cannot read, naming the host. ``soft``: see :func:`plan_node`;
+    ``releases(host, key)``: :func:`plan_node`'s ``releases`` for that host.
     """
     accelerator_label = params.get("accelerator_label") or ""
     if accelerator_label and not is_valid_label_key(accelerator_label):
@@ -251,7 +252,8 @@ def run(params, labeller, labels_for, check_mode=False, want_diff=False, soft=()
             wanted = {}
         else:
             wanted = labels_for(hosts[name], facts, accelerator_label)
-        plan = plan_node(existing[name], wanted, labeller.field_manager, soft, releases)
+        released = None if releases is None else (lambda key, host=hosts[name]: releases(host, key))
+        plan = plan_node(existing[name], wanted, labeller.field_manager, soft, released)
         plans[name] = (plan["wanted"], plan)
 
     to_patch = sorted(name for name, (wanted, plan) in plans.items() if plan["patch"] or plan["release"])

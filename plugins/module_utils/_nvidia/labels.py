@@ -93,19 +93,29 @@ def node_rules(params):
     """``(labels_for, soft, releases)`` for :func:`.._k8s.node_labels.run` from gpu_node_labels' options: the plugin
     configs are built (and validated) once from ``mig_strategy``, ``sharing``, ``configs`` and ``node_configs``
     (:mod:`.args`), and each node gets its own; a node with a named config also gets the config label that places its
-    plugin pods. With ``gfd`` GFD's keys are released to it. Raises :class:`OptionError` for an invalid config, before
-    any API call."""
+    plugin pods. With ``gfd``, the keys GFD will publish on a node (by :func:`.gfd.labels` for its fact and config)
+    are released to it; GFD's other keys that we set earlier (a MIG layout that is gone, say) are removed, since GFD
+    will not write them. Raises :class:`OptionError` for an invalid config, before any API call."""
     configs = plugin_config.named_configs(params)
     by_name = dict(configs)
     names_by_node = plugin_config.node_config_names(params, configs)
     node_names = params.get("node_names") or {}
     gfd = bool(params.get("gfd"))
+    published = {}  # host -> the keys GFD publishes there
 
     def labels_of(host, facts, accelerator_label):
         name = names_by_node.get(node_names.get(host) or host, DEFAULT_CONFIG_NAME)
         out = labels_for(host, facts, accelerator_label, by_name[name], gfd)
+        if gfd and out:
+            try:
+                published[host] = set(gfd_rules.labels(facts, by_name[name]))
+            except OptionError:
+                published[host] = set()  # GFD fails there and publishes nothing
         if out and name != DEFAULT_CONFIG_NAME:
             out[LABEL_DEVICE_PLUGIN_CONFIG] = name
         return out
 
-    return labels_of, SOFT_LABELS, gfd_rules.owns if gfd else None
+    def releases(host, key):
+        return gfd_rules.owns(key) and key in published.get(host, ())
+
+    return labels_of, SOFT_LABELS, releases if gfd else None

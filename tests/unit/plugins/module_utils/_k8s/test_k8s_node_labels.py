@@ -532,3 +532,15 @@ def test_run_releases_gfd_labels_and_keeps_them(conflicts):
     assert sorted(nl.owned_labels(core.nodes["a"])) == sorted(k for k in t4 if not gfd.owns(k))
     again = nl.run(params(nodes={"a": facts_from_profile("t4")}), lab, labels_for, soft=soft, releases=releases)
     assert again["nodes"]["a"]["labels_released"] == [] and len(core.merges) == 1 and len(core.patches) == 1
+
+
+def test_run_with_gfd_removes_the_gfd_keys_gfd_will_not_write():
+    t4 = nvlabels.labels_for_facts(facts_from_profile("t4"))
+    stale = dict(t4, **{"nvidia.com/mig-1g.10gb.count": "7"})  # from an earlier MIG layout
+    core = ReleasingCore([node("a", stale, {nl.FIELD_MANAGER: list(stale)})])
+    labels_for, soft, releases = nvlabels.node_rules({"gfd": True})
+    result = nl.run(params(nodes={"a": facts_from_profile("t4")}), labeller(core), labels_for, soft=soft,
+                    releases=releases)
+    assert result["nodes"]["a"]["labels_removed"] == ["nvidia.com/mig-1g.10gb.count"]
+    assert "nvidia.com/gpu.product" in result["nodes"]["a"]["labels_released"]
+    assert core.nodes["a"]["metadata"]["labels"] == t4

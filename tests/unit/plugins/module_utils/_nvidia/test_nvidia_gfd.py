@@ -214,9 +214,13 @@ def test_with_gfd_only_our_labels_are_wanted():
 def test_node_rules_checks_the_sharing_config_first():
     with pytest.raises(OptionError, match="replicas"):
         nvlabels.node_rules({"sharing": {"strategy": "time-slicing", "replicas": 1}})
-    labels_for, soft, releases = nvlabels.node_rules({"mig_strategy": "single", "gfd": True})
-    assert soft == nvlabels.SOFT_LABELS and releases is gfd.owns
-    assert nvlabels.node_rules({})[2] is None
+    labels_for, soft, releases = nvlabels.node_rules({"mig_strategy": "mixed", "gfd": True})
+    assert soft == nvlabels.SOFT_LABELS and nvlabels.node_rules({})[2] is None
+    assert labels_for("a", fact(gpu(migs=["1g.10gb"])), "accelerator")["nvidia.com/gpu.present"] == "true"
+    # released: what GFD publishes there; removed: GFD's keys it will not write (a MIG profile gone), and ours
+    assert releases("a", "nvidia.com/gpu.product") and releases("a", "nvidia.com/mig-1g.10gb.count")
+    assert not releases("a", "nvidia.com/mig-3g.40gb.count") and not releases("a", "nvidia.com/gpu.present")
+    assert not releases("b", "nvidia.com/gpu.product")  # a node not labelled in this run
 
 
 def test_each_node_gets_its_own_config_and_the_config_label():
