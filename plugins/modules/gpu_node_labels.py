@@ -39,8 +39,9 @@ description:
     random, this module picks the model of the first GPU (NVML index order) that is not in MIG mode (or of the first
     GPU when all are), and counts the GPUs of that model.
   - With O(gfd=true) GFD writes its labels itself (through node feature discovery), so this module does not apply
-    them at all; labels it set earlier that GFD now owns are released (this module gives up its ownership and the
-    label stays) rather than removed.
+    them at all; labels it set earlier that GFD publishes on that node are released (this module gives up its
+    ownership and the label stays) rather than removed, and GFD's other labels it set earlier (a MIG layout that is
+    gone, say) are removed, since GFD will not write them.
   - A node whose fact says it has no GPU (C(present) false, or C(count) 0, for example a driver that is not loaded)
     gets none of these labels, and the ones this module set earlier are removed.
   - Labels are written by server-side apply with the field manager C(kubegpu.cluster/labels), applying only
