@@ -24,6 +24,9 @@ description:
     config), or the containerd config that k3s, RKE2, k0s and microk8s generate at every start.
   - Also whether C(crictl) is installed and which runtimes the CRI reports through it (C(crictl info)), the installed
     versions of O(packages), and the state of O(files) (a repository key, a repository definition, a marker).
+  - For each runtime of O(plans) that is found, whether M(kubegpu.cluster.nvidia_runtime_config) with those options
+    would change a file, worked out by that module's own planning (which reads the files and writes nothing), so that
+    a role calls it only where something is to change.
   - The module only reads. A daemon that does not answer is reported in its C(reports.error),
     not as a failure.
 author:
@@ -48,6 +51,49 @@ options:
     type: list
     elements: str
     default: []
+  plans:
+    description:
+      - Options of M(kubegpu.cluster.nvidia_runtime_config) (with C(state=present)), one entry per runtime, to
+        report in RV(ansible_facts.container_runtimes.plans) whether that module would change a file. An entry whose
+        runtime is not found is left out.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      runtime:
+        description: The runtime, as M(kubegpu.cluster.nvidia_runtime_config) names it.
+        type: str
+        required: true
+        choices: [containerd, crio, docker, k0s, k3s, microk8s, rke2]
+      config_path:
+        description:
+          - The runtime's main configuration; empty for its default. For docker, empty follows a C(--config-file) on
+            dockerd's command line.
+        type: path
+      drop_in_path:
+        description: The drop-in file (containerd, CRI-O); empty edits the main configuration in place.
+        type: path
+      runtime_name:
+        description: Name of the runtime.
+        type: str
+        default: nvidia
+      runtime_path:
+        description: The NVIDIA container runtime binary.
+        type: str
+        default: /usr/bin/nvidia-container-runtime
+      set_as_default:
+        description: Make it the default runtime.
+        type: bool
+        default: true
+      cdi:
+        description: Turn CDI on.
+        type: bool
+        default: false
+      config_version:
+        description: containerd's config version.
+        type: str
+        default: auto
+        choices: [auto, "2", "3", "4"]
   files:
     description:
       - Files and directories to describe. The content of a UTF-8 text file of up to 64 KiB is returned, so do not
@@ -90,6 +136,13 @@ EXAMPLES = r"""
 - name: Show the default runtime docker reports
   ansible.builtin.debug:
     msg: "{{ ansible_facts['container_runtimes']['runtimes']['docker']['reports']['default_runtime'] }}"
+
+- name: Would nvidia_runtime_config change docker's daemon.json?
+  kubegpu.cluster.container_runtime_facts:
+    runtimes: [docker]
+    plans:
+      - runtime: docker
+  register: docker_facts
 
 - name: Also the toolkit packages and the repository definition, without asking the daemons
   kubegpu.cluster.container_runtime_facts:
@@ -256,10 +309,33 @@ ansible_facts:
               description: Why it could not be read, when it could not.
               type: str
               sample: null
+        plans:
+          description: Per runtime of O(plans) that is found, whether M(kubegpu.cluster.nvidia_runtime_config) would change a file.
+          type: dict
+          sample: {"docker": {"changed": false, "files": [], "config_path": "/etc/docker/daemon.json", "error": null}}
+          contains:
+            changed:
+              description: Whether a file would change; C(null) when that cannot be told (see C(error)).
+              type: bool
+              sample: false
+            files:
+              description: The files that would change.
+              type: list
+              elements: str
+              sample: [/etc/containerd/conf.d/99-nvidia.toml, /etc/containerd/config.toml]
+            config_path:
+              description: The file that holds the runtime's settings (the drop-in, when there is one).
+              type: str
+              sample: /etc/docker/daemon.json
+            error:
+              description: Why the plan could not be made (a malformed file, tomlkit missing), in the module's words.
+              type: str
+              sample: null
 """
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import RUNTIME_NAME, RUNTIME_PATH
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import registry
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Host
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.containerd import Containerd
@@ -274,6 +350,16 @@ def main():
             report=dict(type="bool", default=True),
             packages=dict(type="list", elements="str", default=[]),
             files=dict(type="list", elements="path", default=[]),
+            plans=dict(type="list", elements="dict", default=[], options=dict(
+                runtime=dict(type="str", required=True, choices=registry.NAMES),
+                config_path=dict(type="path"),
+                drop_in_path=dict(type="path"),
+                runtime_name=dict(type="str", default=RUNTIME_NAME),
+                runtime_path=dict(type="str", default=RUNTIME_PATH),
+                set_as_default=dict(type="bool", default=True),
+                cdi=dict(type="bool", default=False),
+                config_version=dict(type="str", default="auto", choices=["auto", "2", "3", "4"]),
+            )),
         ),
         supports_check_mode=True,
     )

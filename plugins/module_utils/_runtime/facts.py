@@ -11,7 +11,9 @@ registry are installed and their versions, the systemd unit that runs each (the 
 that unit's command line with the variables of its ``Environment`` and ``EnvironmentFile`` settings expanded (where
 Debian's ``DOCKER_OPTS`` comes from), what each daemon reports it runs with (``docker info``, ``containerd config
 dump``, ``crio config``, the containerd config a distribution generated at its last start, ``crictl info``), the
-versions of installed packages and the state of a few files (a repository key, a repository definition, a marker).
+versions of installed packages, the state of a few files (a repository key, a repository definition, a marker), and,
+for each runtime a plan names, whether ``nvidia_runtime_config`` with those options would change a file (its own
+planning, :func:`.engine.plan`, which reads and writes nothing), so that a role calls the writer only where it must.
 
 The parsers are pure functions; :func:`gather` runs the commands through the host passed in. Nothing is written.
 """
@@ -29,8 +31,8 @@ import stat
 
 from collections.abc import Mapping
 
-from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import registry
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, KubegpuError
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import engine, registry
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.common import toml_data
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.containerd import CRI_PLUGIN
 
@@ -294,6 +296,37 @@ def describe_file(path):
     return out
 
 
+# --- Would nvidia_runtime_config change anything? ----------------------------------------------------------------
+
+# What a plan takes besides the options given: nvidia_runtime_config's own defaults where they do not depend on a vendor
+PLAN_DEFAULTS = {"config_path": None, "drop_in_path": None, "set_as_default": True, "cdi": False, "config_version": "auto",
+                 "state": "present", "backup": False, "validate": None}
+
+
+def plan_changes(entries, found, host):
+    """``{runtime: {changed, files, config_path, error}}`` for each plan of a runtime found: whether
+    ``nvidia_runtime_config`` with those options would change a file (``changed`` None, with the reason in ``error``,
+    when it cannot tell: the module then says why itself). docker without ``config_path`` follows its unit's
+    ``--config-file``, as the container_toolkit role does."""
+    out = {}
+    for entry in entries:
+        name = entry["runtime"]
+        if name not in found:
+            continue
+        params = dict(PLAN_DEFAULTS)
+        params.update(dict((k, v) for k, v in entry.items() if v is not None and v != ""))
+        if name == "docker" and not params.get("config_path"):
+            params["config_path"] = found[name].get("config_file") or None
+        try:
+            the_plan = engine.plan(params, host)
+        except KubegpuError as exc:
+            out[name] = {"changed": None, "files": [], "config_path": params.get("config_path"), "error": str(exc)}
+            continue
+        files = [c.path for c in the_plan.changes if c.changed]
+        out[name] = {"changed": bool(files), "files": files, "config_path": the_plan.written_path, "error": None}
+    return out
+
+
 # --- Everything, in one go -----------------------------------------------------------------------------------------
 
 def _read(path):
@@ -392,6 +425,7 @@ def gather(params, host, read=_read):
         "crictl": crictl_facts,
         "packages": packages(params.get("packages") or [], host),
         "files": dict((path, describe_file(path)) for path in params.get("files") or []),
+        "plans": plan_changes(params.get("plans") or [], found, host),
     }
 
 
