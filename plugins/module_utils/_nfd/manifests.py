@@ -72,8 +72,8 @@ def _features():
     return {"type": "object", "properties": {
         "flags": feature_set({"type": "object", "additionalProperties": {"type": "object"}}),
         "attributes": feature_set(_string_map()),
-        "instances": feature_set({"type": "array", "items": {"type": "object", "required": ["attributes"],
-                                                            "properties": {"attributes": _string_map()}}})}}
+        "instances": feature_set({"type": "array", "items": {
+            "type": "object", "required": ["attributes"], "properties": {"attributes": _string_map()}}})}}
 
 
 def _crd(plural, kind, scope, spec_schema, status_schema=None, subresource=False, short_names=None, owner=None):

@@ -112,6 +112,7 @@ def resource(name):
 def default_image(version=DEVICE_PLUGIN_VERSION):
     return "%s:%s" % (DEVICE_PLUGIN_IMAGE_REPOSITORY, version)
 
+
 # --- GPU feature discovery's other labels (k8s-device-plugin internal/lm: resource.go builds <resource>.<suffix>,
 # nvml.go the version, MIG and MPS capability labels, strategy.go mig.strategy). Per-resource keys are
 # RESOURCE_GPU + "." + suffix for whole GPUs and MIG single, MIG_RESOURCE_PREFIX + profile + "." + suffix for mixed.

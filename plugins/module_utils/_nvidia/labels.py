@@ -7,8 +7,9 @@
 """The labels an NVIDIA GPU node carries, from its ``gpu`` fact and the device plugin config of that node.
 
 Ours in every case: ``nvidia.com/gpu.present``, the accelerator label (the product slug), the config label
-``nvidia.com/device-plugin.config`` on a node with a named plugin config, and the operand deploy labels ``nvidia.com/gpu.deploy.device-plugin`` and ``.gpu-feature-discovery`` (``true``; they are set only where
-absent or already ``true``, see :data:`SOFT_LABELS`). GPU feature discovery's labels (:mod:`.gfd`) are ours too when
+``nvidia.com/device-plugin.config`` on a node with a named plugin config, and the operand deploy labels
+``nvidia.com/gpu.deploy.device-plugin`` and ``.gpu-feature-discovery`` (``true``; they are set only where absent or
+already ``true``, see :data:`SOFT_LABELS`). GPU feature discovery's labels (:mod:`.gfd`) are ours too when
 GFD does not run, with GFD's values; when it runs they are GFD's, and :func:`.gfd.owns` says which keys to leave to it.
 Pure functions; applying them to a cluster is :mod:`.._k8s.node_labels`."""
 

@@ -76,7 +76,7 @@ def gfd_container(pod: dict) -> dict | None:
 def no_timestamp(text, env: dict, argv) -> bool:
     """Whether GFD leaves ``gfd.timestamp`` out: ``--no-timestamp`` > ``GFD_NO_TIMESTAMP`` > ``flags.gfd.noTimestamp``."""
     for arg in argv or []:
-        name, _, value = str(arg).lstrip("-").partition("=")
+        name, _sep, value = str(arg).lstrip("-").partition("=")
         if name == "no-timestamp":
             return value.lower() not in ("false", "0", "f") if value else True
     if "GFD_NO_TIMESTAMP" in env:
@@ -186,7 +186,7 @@ def _whole_gpus(profile, devices, strategy, replicated) -> dict:
     memory = int(chosen.get("memory_total_mib") or 0)
     if memory:
         out[GPU + ".memory"] = str(memory)
-    major, _, minor = str(chosen.get("compute_capability") or "0.0").partition(".")
+    major, _dot, minor = str(chosen.get("compute_capability") or "0.0").partition(".")
     if int(major):
         major, minor = int(major), int(minor or 0)
         if major == 7:

@@ -194,7 +194,7 @@ def merged_labels(features: list, master_namespace: str, auto: bool = True) -> d
 
 def allowed(key: str, value: str, settings: dict) -> bool:
     """Whether nfd-master publishes a label (validate.Label and filterFeatureLabel)."""
-    ns, _, name = key.rpartition("/")
+    ns, _slash, name = key.rpartition("/")
     if not ns or not _DNS_SUBDOMAIN.match(ns) or len(name) > 63 or not _QUALIFIED_NAME.match(name):
         return False
     if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
