@@ -9,7 +9,7 @@ from pathlib import Path
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import PROOF_IMAGE, default_image
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import MPS_ROOT, PROOF_IMAGE, default_image
 
 PLUGIN_IMAGE = default_image()
 FIXTURES = Path(__file__).resolve().parent / "fixtures"  # tests/fixtures
@@ -89,7 +89,10 @@ def plugin_daemonset(name, node_selector, env=None, configmap=None, args=None):
     }
     if args:
         container["args"] = list(args)
-    volumes = [{"name": "kubelet-device-plugins-dir", "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}}]
+    # the MPS root, where the plugin looks for the MPS control daemon (the chart mounts it whatever the sharing)
+    container["volumeMounts"].append({"name": "mps-root", "mountPath": "/mps"})
+    volumes = [{"name": "kubelet-device-plugins-dir", "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}},
+               {"name": "mps-root", "hostPath": {"path": MPS_ROOT, "type": "DirectoryOrCreate"}}]
     if configmap:
         container["env"].append({"name": "CONFIG_FILE", "value": "/config/config.yaml"})
         container["volumeMounts"].append({"name": "config", "mountPath": "/config"})
@@ -110,6 +113,30 @@ def plugin_daemonset(name, node_selector, env=None, configmap=None, args=None):
                     "priorityClassName": "system-node-critical",
                     "containers": [container],
                     "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+def mps_daemon_daemonset(name, node_selector):
+    """NVIDIA's MPS control daemon as the plugin's chart runs it (trimmed to what the simulator reads): the plugin
+    image running ``mps-control-daemon`` with the same MPS root at /mps."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"name": name}},
+            "template": {
+                "metadata": {"labels": {"name": name}},
+                "spec": {
+                    "nodeSelector": node_selector,
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                    "containers": [{"name": "mps-control-daemon-ctr", "image": PLUGIN_IMAGE, "command": ["mps-control-daemon"],
+                                    "securityContext": {"privileged": True},
+                                    "volumeMounts": [{"name": "mps-root", "mountPath": "/mps"}]}],
+                    "volumes": [{"name": "mps-root", "hostPath": {"path": MPS_ROOT, "type": "DirectoryOrCreate"}}],
                 },
             },
         },
@@ -155,6 +182,9 @@ def plugin_nodes(sandbox, prefix, cases):
             ds = plugin_daemonset("dp-%d" % index, {"kubernetes.io/hostname": made[key]}, env=env,
                                   configmap=configs.get(text), args=args)
             sandbox.apps.create_namespaced_daemon_set(namespace, ds)
+            if text is not None and "mps:" in text:  # the plugin advertises MPS replicas only beside its daemon
+                sandbox.apps.create_namespaced_daemon_set(namespace, mps_daemon_daemonset(
+                    "mps-%d" % index, {"kubernetes.io/hostname": made[key]}))
         yield made
     finally:
         delete_quietly(sandbox.core.delete_namespace, namespace)

@@ -96,7 +96,8 @@ def test_api_server_lost_during_the_wait_then_a_rerun_converges(tmp_path, sandbo
 def _outage(layout, state, records):
     kubeconfig = str(layout.kubeconfig)
     apps = client.AppsV1Api(config.new_client_from_config(config_file=kubeconfig))
-    args = dict(kubeconfig=kubeconfig, node_selector={LABEL: "true"}, expected=EXPECTED, wait_timeout=120)
+    # the test's own label places the pods; no node of this control plane carries the operand deploy labels
+    args = dict(kubeconfig=kubeconfig, node_selector={LABEL: "true"}, expected=EXPECTED, wait_timeout=120, deploy_labels=False)
     baseline = _node_watches(layout, state["server"])
 
     with BackgroundModule(MODULE, args) as module:

@@ -9,7 +9,9 @@ waits (watch, bounded) for its node's verdict.
 
 import pytest
 
-from k8s_helpers import fixture_profile, gpu_pod, gpu_resources, plugin_daemonset, plugin_nodes, wait_for
+from k8s_helpers import (
+    fixture_profile, gpu_pod, gpu_resources, mps_daemon_daemonset, plugin_daemonset, plugin_nodes, wait_for,
+)
 
 STATE = "sandbox.kubegpu.io/device-plugin"
 
@@ -56,7 +58,9 @@ CASES = {
                                         {"nvidia.com/gpu": 28}),
     "a100x2-mig-single-mps": ("test-a100x2-mig-single", MPS.replace("  mpsRoot:", "  migStrategy: single\n  mpsRoot:"), {}, None,
                               "fails: MPS is not supported for MIG devices"),
-    "a100-mig-on-no-instances": ("test-a100-mig-empty", None, {"MIG_STRATEGY": "mixed"}, None, "fails: invalid MIG configuration"),
+    # single refuses a GPU with MIG on and no MIG devices; mixed only warns (k8s-device-plugin PR #806)
+    "a100-mig-on-no-instances": ("test-a100-mig-empty", None, {"MIG_STRATEGY": "single"}, None,
+                                 "fails: device 0 has no MIG devices configured"),
     "cpu-node": (None, ts(5), {}, None, "no GPU"),
 }
 
@@ -138,6 +142,8 @@ def test_fail_requests_greater_than_one_rejects_pods_at_admission(sandbox, names
     name = test_nodes(1, fixture_profile("test-t4"))[0]
     sandbox.core.create_namespaced_config_map(namespace, {"metadata": {"name": "cfg"}, "data": {"config.yaml": config}})
     sandbox.apps.create_namespaced_daemon_set(namespace, plugin_daemonset("dp", {"kubernetes.io/hostname": name}, configmap="cfg"))
+    if "mps:" in config:
+        sandbox.apps.create_namespaced_daemon_set(namespace, mps_daemon_daemonset("mps", {"kubernetes.io/hostname": name}))
     wait_for(sandbox.core.list_node, field_selector="metadata.name=" + name, predicate=lambda n: gpu_resources(n)[1].get("nvidia.com/gpu"),
              describe="shared GPUs advertised")
     for pod_name, gpus in (("one", 1), ("two", 2)):
