@@ -155,10 +155,10 @@ def _mig_resources(devices):
 def _mig_device_resource(device, mig, gpu_index, slot, mig_strategy, resources):
     """The resource a MIG device goes under (buildMigDeviceMap), after go-nvlib's GetProfile (the parent's memory
     first, then the device's attributes, instance ids and profile infos) and BuildDevice."""
-    failed = _failed(device, "nvmlDeviceGetMemoryInfo") or _failed(mig, "nvmlDeviceGetAttributes", "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetComputeInstanceId",
-                     "nvmlDeviceGetGpuInstanceById", "nvmlGpuInstanceGetComputeInstanceById",
-                     "nvmlGpuInstanceGetInfo", "nvmlComputeInstanceGetInfo",
-                     "nvmlGpuInstanceGetComputeInstanceProfileInfo", "profile")
+    failed = _failed(device, "nvmlDeviceGetMemoryInfo") or _failed(
+        mig, "nvmlDeviceGetAttributes", "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetComputeInstanceId",
+        "nvmlDeviceGetGpuInstanceById", "nvmlGpuInstanceGetComputeInstanceById", "nvmlGpuInstanceGetInfo",
+        "nvmlComputeInstanceGetInfo", "nvmlGpuInstanceGetComputeInstanceProfileInfo", "profile")
     if failed or not mig.get("profile"):
         raise _Exit("error getting MIG profile for MIG device at index '(%d, %d)': %s"
                     % (gpu_index, slot, failed[1] if failed else "no matching profile IDs found"))

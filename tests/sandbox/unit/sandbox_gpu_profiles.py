@@ -40,9 +40,11 @@ def _uuid(prefix, a, b=0):
     return "%s-%08x-0000-4000-8000-%012x" % (prefix, a, b)
 
 
-def gpu(index, mig_profiles=None, mig_current=True, model=A100, errors=None):
+def gpu(index, mig_profiles=None, mig_current=True, model=None, errors=None):
     """One GPU of ``model``; ``mig_profiles`` (catalog names) lists its MIG devices when MIG mode is on, ``[]`` for
-    MIG on and empty; ``None`` for MIG capable and off (or not capable, for a model without a catalog)."""
+    MIG on and empty; ``None`` for MIG capable and off (or not capable, for a model without a catalog). ``model``:
+    A100 when omitted."""
+    model = model or A100
     device = {
         "name": model["name"], "uuid": _uuid("GPU", index), "pci_bus_id": "00000000:%02X:00.0" % (0x10 + index),
         "pci_device_id": model["pci_device_id"], "memory_total_mib": model["memory_total_mib"],
@@ -69,6 +71,6 @@ def profile(*devices, **top):
     return out
 
 
-def plain(count, model=V100):
+def plain(count, model=None):
     """Return a profile of ``count`` GPUs without MIG."""
-    return profile(*[gpu(i, model=model) for i in range(count)])
+    return profile(*[gpu(i, model=model or V100) for i in range(count)])

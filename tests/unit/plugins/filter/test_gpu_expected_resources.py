@@ -38,8 +38,8 @@ def test_mig_strategies():
     assert gpu_expected_resources(a100) == {"a": {"nvidia.com/gpu": 2}}
     assert gpu_expected_resources(a100, mig_strategy="mixed") == {
         "a": {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-3g.40gb": 2}}
-    with pytest.raises(AnsibleFilterError, match="node a: NVIDIA's device plugin would exit there: invalid MIG configuration: more than one MIG "
-                                            "device type present on node"):
+    with pytest.raises(AnsibleFilterError, match="node a: NVIDIA's device plugin would exit there: invalid MIG "
+                                                 "configuration: more than one MIG device type present on node"):
         gpu_expected_resources(a100, mig_strategy="single")
     uniform = {"a": fact(2, mig=["1g.10gb"] * 7)}
     assert gpu_expected_resources(uniform, mig_strategy="single") == {"a": {"nvidia.com/gpu": 14}}

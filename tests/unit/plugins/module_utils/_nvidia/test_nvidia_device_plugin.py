@@ -253,8 +253,9 @@ def test_bad_facts_or_a_refused_node_fail_before_connecting():
         deployment.run(params(facts={"host-1": None}), client_factory=factory)
     mixed = _v100s(2)
     mixed["devices"][0]["mig"] = {"current": True, "devices": [{"profile": "1g.10gb"}]}
-    with pytest.raises(allocatable.PluginExit, match="node host-1: NVIDIA's device plugin would exit there: all devices on the node must be configured "
-                                          "with the same migEnabled value; turn MIG on or off"):
+    with pytest.raises(allocatable.PluginExit, match="node host-1: NVIDIA's device plugin would exit there: all devices "
+                                                     "on the node must be configured with the same migEnabled value; "
+                                                     "turn MIG on or off"):
         deployment.run(params(facts={"host-1": mixed}, mig_strategy="single"), client_factory=factory)
 
 
