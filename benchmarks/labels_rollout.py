@@ -181,6 +181,38 @@ def reset(api, names: list, labels: dict, expected: dict, timeout: float) -> flo
 
 # ----------------------------------------------------------------------------------------------- one timed run
 
+def task_span(task: dict) -> tuple:
+    """A task's start and end (aware datetimes, from the ansible.posix.json callback)."""
+    duration = task["task"].get("duration") or {}
+    return tuple(datetime.datetime.fromisoformat(duration[k].replace("Z", "+00:00")) for k in ("start", "end"))
+
+
+DEVSIM_PATCH = "patching status"
+
+
+def simulator_share(devsim_log: Path, span) -> dict | None:
+    """Where the rollout wait went: from the start of the rollout task to the simulator's first and last node status
+    patch (devsim plays the kubelet: a node advertises its GPUs once devsim patched it), and how many it made."""
+    if not span or not devsim_log.is_file():
+        return None
+    start, end = span
+    stamps = []
+    for line in devsim_log.read_text(encoding="utf-8", errors="replace").splitlines():
+        if DEVSIM_PATCH not in line:
+            continue
+        try:  # devsim logs local time, "2026-11-25 05:46:15,347"
+            when = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").astimezone()
+        except ValueError:
+            continue
+        if start <= when <= end:
+            stamps.append(when)
+    if not stamps:
+        return None
+    return {"patches": len(stamps), "first_patch_s": round((stamps[0] - start).total_seconds(), 2),
+            "last_patch_s": round((stamps[-1] - start).total_seconds(), 2),
+            "after_last_patch_s": round((end - stamps[-1]).total_seconds(), 2)}
+
+
 def task_seconds(task: dict) -> float:
     duration = task["task"].get("duration") or {}
     start, end = (datetime.datetime.fromisoformat(duration[k].replace("Z", "+00:00")) for k in ("start", "end"))
@@ -220,6 +252,7 @@ def run_playbook(approach: str, inputs: dict, kubeconfig: Path, workdir: Path, r
         raise SystemExit("benchmark: %s playbook failed (rc %d): %s\n%s"
                          % (approach, proc.returncode, "; ".join(failed), stderr[-3000:]))
     steps = [(t["task"]["name"], task_seconds(t)) for t in tasks]
+    spans = [task_span(t) for t in tasks]
     # GETs of the naive until/retries loop (each item result of a task with `until` has its `attempts`)
     polls = sum(r.get("attempts", 0) for t in tasks for h in t["hosts"].values() for r in h.get("results", []))
     return {
@@ -230,6 +263,7 @@ def run_playbook(approach: str, inputs: dict, kubeconfig: Path, workdir: Path, r
         "other_s": round(total - sum(seconds for name, seconds in steps), 2),  # start-up, inventory, writing the result
         "cpu_s": round(cpu_after.ru_utime + cpu_after.ru_stime - cpu_before.ru_utime - cpu_before.ru_stime, 1),
         "tasks": [{"name": n, "seconds": round(s, 2)} for n, s in steps],
+        "_rollout_span": (spans[1][0], spans[-1][1]) if len(spans) > 1 else None,
         "node_polls": polls or None,
         "load_average_after": [round(x, 2) for x in os.getloadavg()],  # 1, 5, 15 min: how busy the shared host was
     }
@@ -286,8 +320,10 @@ def host_facts() -> dict:
 # ----------------------------------------------------------------------------------------------- main
 
 def print_table(runs: list) -> None:
-    head = ("run", "approach", "total s", "labels s", "rollout+wait s", "other s", "CPU s", "nodes ok", "load 5m")
+    head = ("run", "approach", "total s", "labels s", "rollout+wait s", "simulator patches s", "other s", "CPU s", "nodes ok",
+            "load 5m")
     rows = [(str(r["run"]), r["approach"], "%.1f" % r["total_s"], "%.1f" % r["labels_s"], "%.1f" % r["rollout_wait_s"],
+             ("%.1f-%.1f" % (r["simulator"]["first_patch_s"], r["simulator"]["last_patch_s"])) if r.get("simulator") else "-",
              "%.1f" % r["other_s"], "%.1f" % r["cpu_s"], "%d/%d" % (r["nodes_ok"], r["nodes"]),
              "%.1f" % r["load_average_after"][1]) for r in runs]
     widths = [max(len(c) for c in col) for col in zip(head, *rows)]
@@ -340,6 +376,7 @@ def main(argv=None) -> int:
                 reset_s = reset(api, names, inputs["labels"], inputs["expected"], args.wait_timeout)
                 print("benchmark: run %d, %s (reset took %.1f s) ..." % (index + 1, approach, reset_s), flush=True)
                 result = run_playbook(approach, inputs, layout.kubeconfig, workdir, index + 1, args.wait_timeout)
+                result["simulator"] = simulator_share(layout.log("devsim"), result.pop("_rollout_span"))
                 after = node_state(api, names, inputs["labels"], inputs["expected"])
                 result.update(run=index + 1, nodes=len(names), nodes_ok=min(after["labelled"], after["advertising"]))
                 print("benchmark: run %d, %s: %.1f s" % (index + 1, approach, result["total_s"]), flush=True)
