@@ -45,12 +45,11 @@ _PRIVILEGED = {"privileged": True}
 class _Placement(object):
     """Where one config's pods run: the user's node selector, the operand's deploy label (so NVIDIA's MIG manager can
     pause them), and with several configs the config label (``nvidia.com/device-plugin.config``): a named config's
-    nodes carry its name, the default config runs on every node that names no other."""
+    nodes carry its name, the default config runs on every node without the label (or naming the default)."""
 
     def __init__(self, params, name, names):
         self.params = params
         self.name = name
-        self.others = sorted(n for n in names if n != DEFAULT_CONFIG_NAME)
         self.multi = len(names) > 1
 
     def node_selector(self, deploy_label, extra=None):
@@ -66,9 +65,13 @@ class _Placement(object):
     def affinity(self):
         if not (self.multi and self.name == DEFAULT_CONFIG_NAME):
             return None
-        term = {"key": LABEL_DEVICE_PLUGIN_CONFIG, "operator": "NotIn", "values": self.others}
-        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [term]}]}}}
+        # A node without the config label, or one that names the default. Not "NotIn <the named configs>": that list
+        # is in the default DaemonSets' pod template, so adding or removing a named config for one node would roll the
+        # plugin and GFD on every other node.
+        return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": LABEL_DEVICE_PLUGIN_CONFIG, "operator": "DoesNotExist"}]},
+            {"matchExpressions": [{"key": LABEL_DEVICE_PLUGIN_CONFIG, "operator": "In",
+                                   "values": [DEFAULT_CONFIG_NAME]}]}]}}}
 
     def object_name(self, base, single=None):
         """``<base>-<config>`` with several configs, else ``single`` (or ``base``): one config keeps the names

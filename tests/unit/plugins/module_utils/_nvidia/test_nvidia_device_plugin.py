@@ -321,8 +321,9 @@ def test_per_node_configs_run_a_daemonset_each():
     default = ds["nvidia-device-plugin-default"]["spec"]["template"]["spec"]
     assert "nvidia.com/device-plugin.config" not in default["nodeSelector"]
     assert default["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
-        "nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "nvidia.com/device-plugin.config", "operator": "NotIn", "values": ["mps4"]}]}]}
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "nvidia.com/device-plugin.config", "operator": "DoesNotExist"}]},
+            {"matchExpressions": [{"key": "nvidia.com/device-plugin.config", "operator": "In", "values": ["default"]}]}]}
     gfd = ds["gpu-feature-discovery-mps4"]["spec"]["template"]["spec"]
     assert gfd["nodeSelector"]["nvidia.com/gpu.deploy.gpu-feature-discovery"] == "true"
     # selectors never overlap: each DaemonSet's pods carry its config
@@ -330,6 +331,17 @@ def test_per_node_configs_run_a_daemonset_each():
     assert len(set(selectors)) == len(selectors)
     for d in ds.values():
         assert d["spec"]["selector"]["matchLabels"].items() <= d["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_a_named_config_for_one_node_leaves_the_default_daemonsets_as_they_were():
+    """Adding a named config (or removing one) must not change the default DaemonSets' pod template, or the plugin and
+    GFD would roll on every node that kept the default."""
+    two = dict(PER_NODE, configs=dict(PER_NODE["configs"], ts2={"sharing": {"strategy": "time-slicing", "replicas": 2}}),
+               node_configs=dict(PER_NODE["node_configs"], host_a="ts2"))
+    before, after = _daemonsets(manifests.render(params(**PER_NODE))), _daemonsets(manifests.render(params(**two)))
+    assert "nvidia-device-plugin-ts2" in after
+    for name in ("nvidia-device-plugin-default", "gpu-feature-discovery-default"):
+        assert after[name]["spec"]["template"] == before[name]["spec"]["template"]
 
 
 def test_per_node_configs_predict_each_node_under_its_own():
