@@ -341,5 +341,5 @@ def test_a_batch_reconciles_each_node_once_in_parallel(tmp_path):
     batch = [("pods", "ADDED", plugin_pod(uid="u" + n, node=n, phase="Pending")) for n in names]
     batch += [("pods", "MODIFIED", plugin_pod(uid="u" + n, node=n)) for n in names]
     sim.handle_batch(batch)
-    assert sorted(name for name, _ in api.status_patches) == sorted(names)
-    assert all(body["status"]["capacity"] == {"nvidia.com/gpu": "10"} for _, body in api.status_patches)
+    assert sorted(patch[0] for patch in api.status_patches) == sorted(names)
+    assert all(patch[1]["status"]["capacity"] == {"nvidia.com/gpu": "10"} for patch in api.status_patches)

@@ -336,8 +336,9 @@ def test_per_node_configs_run_a_daemonset_each():
 def test_a_named_config_for_one_node_leaves_the_default_daemonsets_as_they_were():
     """Adding a named config (or removing one) must not change the default DaemonSets' pod template, or the plugin and
     GFD would roll on every node that kept the default."""
-    two = dict(PER_NODE, configs=dict(PER_NODE["configs"], ts2={"sharing": {"strategy": "time-slicing", "replicas": 2}}),
-               node_configs=dict(PER_NODE["node_configs"], host_a="ts2"))
+    two = dict(PER_NODE)
+    two["configs"] = dict(PER_NODE["configs"], ts2={"sharing": {"strategy": "time-slicing", "replicas": 2}})
+    two["node_configs"] = dict(PER_NODE["node_configs"], host_a="ts2")
     before, after = _daemonsets(manifests.render(params(**PER_NODE))), _daemonsets(manifests.render(params(**two)))
     assert "nvidia-device-plugin-ts2" in after
     for name in ("nvidia-device-plugin-default", "gpu-feature-discovery-default"):
