@@ -213,6 +213,20 @@ def simulator_share(devsim_log: Path, span) -> dict | None:
             "after_last_patch_s": round((end - stamps[-1]).total_seconds(), 2)}
 
 
+def communicate(proc: subprocess.Popen) -> tuple:
+    """``proc.communicate()`` for an ansible-playbook; when this runner is stopped (SIGTERM, Ctrl-C) meanwhile, SIGINT
+    makes ansible-playbook stop its workers, which run in their own sessions and would outlive a killed one."""
+    try:
+        return proc.communicate()
+    except BaseException:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+
+
 def task_seconds(task: dict) -> float:
     duration = task["task"].get("duration") or {}
     start, end = (datetime.datetime.fromisoformat(duration[k].replace("Z", "+00:00")) for k in ("start", "end"))
@@ -229,17 +243,7 @@ def run_playbook(approach: str, inputs: dict, kubeconfig: Path, workdir: Path, r
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        stdout, stderr = proc.communicate()
-    except BaseException:
-        # Stopped (SIGTERM, Ctrl-C): SIGINT makes ansible-playbook stop its workers, which run in their own sessions
-        # and would outlive a killed ansible-playbook.
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        raise
+    stdout, stderr = communicate(proc)
     total = time.monotonic() - started
     cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     (workdir / ("run%d-%s.json" % (run, approach))).write_text(stdout, encoding="utf-8")

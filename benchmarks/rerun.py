@@ -47,6 +47,7 @@ import yaml  # noqa: E402
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import proof  # noqa: E402
 from sandbox.k8s import cluster, nodes as sandbox_nodes, paths  # noqa: E402
+from labels_rollout import communicate, host_facts  # noqa: E402  (this folder is the script's, first on sys.path)
 
 HERE = Path(__file__).resolve().parent
 NODES_PLAYBOOK = ROOT / "sandbox" / "images" / "nodes.yml"
@@ -122,16 +123,7 @@ def playbook(args: list, log: Path, env: dict | None = None, check: bool = True)
     started = time.monotonic()
     proc = subprocess.Popen(command, env=env or ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, cwd=ROOT)
-    try:
-        output = proc.communicate()[0]
-    except BaseException:
-        # SIGINT makes ansible-playbook stop its workers, which would outlive a killed ansible-playbook
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        raise
+    output = communicate(proc)[0]
     seconds = time.monotonic() - started
     log.write_text(output, encoding="utf-8")
     if check and proc.returncode != 0:
@@ -321,7 +313,6 @@ def main(argv=None) -> int:
     out = args.out or HERE / "results" / ("rerun-%s.json" % stamp)
     workdir = Path(tempfile.mkdtemp(prefix="kubegpu-rerun-"))
     print("benchmark: fleet sizes %s, work dir %s" % (", ".join(map(str, sizes)), workdir), flush=True)
-    from labels_rollout import host_facts  # pylint: disable=import-outside-toplevel
     facts = host_facts()
     results, skipped = [], []
     try:

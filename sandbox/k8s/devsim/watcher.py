@@ -355,7 +355,7 @@ class Simulator:
             affected |= self._apply(kind, etype, obj)
         if self.synced >= WATCHED:
             names = sorted(n for n in affected if n)
-            if len(names) > 1 and self.pool is not None:
+            if len(names) > 1:
                 list(self.pool.map(self._safe_reconcile, names))
             else:
                 for name in names:
