@@ -18,6 +18,7 @@ __metaclass__ = type
 import json
 import time
 import traceback
+from urllib.parse import quote
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, WaitTimeout
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import retry
@@ -120,6 +121,59 @@ def from_params(params, field_manager=MANAGER, pool_size=None, **kwargs):
                   field_manager=field_manager, **kwargs)
 
 
+class CoreRequests(object):
+    """The four core/v1 calls the collection makes outside the dynamic client (list, read and patch a node; read a
+    pod's log), with the names and keyword arguments of ``CoreV1Api``'s, sent through the ApiClient's own request path
+    (as ``DynamicClient.request`` sends them) and answered as raw responses (``.data``, bytes).
+
+    Why not ``CoreV1Api``: kubernetes 37's typed API checks its arguments with pydantic, and importing it builds the
+    models of every core type it names. That costs about 0.6 s of CPU in every module run: ``python -c "from
+    kubernetes.client import CoreV1Api"`` took 0.97 s where ``import kubernetes.client`` took 0.38 s (this repository's
+    virtualenv, benchmarks in docs/benchmarks.md) - more than all the rest of a labels run that changes nothing."""
+
+    def __init__(self, api_client):
+        self.api_client = api_client
+
+    def _request(self, method, path, query=None, body=None, content_type=None, timeout=None):
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        elif body is not None:
+            headers["Content-Type"] = "application/json"
+        request = self.api_client.param_serialize(method, path, query_params=[q for q in (query or []) if q[1] is not None],
+                                                  header_params=headers, body=body, auth_settings=["BearerToken"])
+        response = self.api_client.call_api(*request, _request_timeout=timeout)
+        response.read()
+        if not 200 <= response.status <= 299:
+            self.api_client.response_deserialize(response, {})  # raises ApiException: the server's status and message
+        return response
+
+    @staticmethod
+    def _node_path(name=None):
+        return "/api/v1/nodes" + ("/" + quote(name, safe="") if name else "")
+
+    def list_node(self, limit=None, _continue=None, label_selector=None, _request_timeout=None, **_ignored):
+        return self._request("GET", self._node_path(), query=[("limit", limit), ("continue", _continue),
+                                                              ("labelSelector", label_selector)],
+                             timeout=_request_timeout)
+
+    def read_node(self, name, _request_timeout=None, **_ignored):
+        return self._request("GET", self._node_path(name), timeout=_request_timeout)
+
+    def patch_node(self, name, body, field_manager=None, force=None, dry_run=None, _content_type=None,
+                   _request_timeout=None, **_ignored):
+        query = [("fieldManager", field_manager), ("force", None if force is None else str(bool(force)).lower()),
+                 ("dryRun", dry_run)]
+        return self._request("PATCH", self._node_path(name), query=query, body=body,
+                             content_type=_content_type or "application/merge-patch+json", timeout=_request_timeout)
+
+    def read_namespaced_pod_log(self, name, namespace, container=None, _request_timeout=None, **_ignored):
+        """The log as text."""
+        path = "/api/v1/namespaces/%s/pods/%s/log" % (quote(namespace, safe=""), quote(name, safe=""))
+        response = self._request("GET", path, query=[("container", container)], timeout=_request_timeout)
+        return (response.data or b"").decode("utf-8", "replace")
+
+
 class Client(object):
     """The verbs a module needs, over ``kubernetes.dynamic.DynamicClient`` (and the typed core API for what the
     dynamic client does not serve: pod logs, raw node patches). ``api_client`` is passed in, so tests can hand a stub
@@ -149,9 +203,10 @@ class Client(object):
 
     @property
     def core(self):
-        """The typed core API on the same connection (no discovery: for raw, paged or parallel requests)."""
+        """The core/v1 calls outside the dynamic client (:class:`CoreRequests`, on the same connection, with no
+        discovery: for raw, paged or parallel requests)."""
         if self._core is None:
-            self._core = _client.CoreV1Api(self.api_client)
+            self._core = CoreRequests(self.api_client)
         return self._core
 
     def resource(self, api_version, kind):
