@@ -104,6 +104,7 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
+  - kubegpu.cluster.python_requirements
 requirements:
   - Python 3.11 or later (C(tomllib)), or tomlkit, on the managed host to read containerd's and CRI-O's TOML; without
     either, their reports say so in C(reports.error).
@@ -153,6 +154,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+python_unmet:
+  description: The O(python_requirements) the interpreter does not have (empty when it has them all).
+  type: list
+  elements: str
+  returned: always
+  sample: [tomlkit==0.15.2]
 ansible_facts:
   description: The facts set.
   returned: always
@@ -185,7 +192,10 @@ ansible_facts:
               type: str
               sample: 20.10.24
             version_output:
-              description: What the binary said when asked for its version (500 characters at most).
+              description:
+                - What the binary said when asked for its version (500 characters at most).
+                - For docker, when its daemon answers C(docker info), its C(ServerVersion) instead, after the words
+                  C(docker info) (the binary is then not started only to print its version).
               type: str
               sample: Docker version 20.10.24+dfsg1, build 297e128
             service:
@@ -334,6 +344,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _python
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import RUNTIME_NAME, RUNTIME_PATH
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import registry
@@ -360,10 +371,12 @@ def main():
                 cdi=dict(type="bool", default=False),
                 config_version=dict(type="str", default="auto", choices=["auto", "2", "3", "4"]),
             )),
+            **_python.ARG_SPEC
         ),
         supports_check_mode=True,
     )
-    run_module(module, lambda: run(module.params, Host.from_module(module)))
+    run_module(module, lambda: dict(run(module.params, Host.from_module(module)),
+                                    python_unmet=_python.unmet(module.params["python_requirements"])))
 
 
 if __name__ == "__main__":

@@ -19,10 +19,10 @@ description:
   - Sets the fact C(gpu) (C(ansible_facts['gpu'])).
 author:
   - kubegpu.cluster contributors (@kubegpu)
-options: {}
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
+  - kubegpu.cluster.python_requirements
 requirements:
   - nvidia-ml-py (the C(pynvml) module) on the managed host.
 attributes:
@@ -63,6 +63,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+python_unmet:
+  description: The O(python_requirements) the interpreter does not have (empty when it has them all).
+  type: list
+  elements: str
+  returned: always
+  sample: []
 ansible_facts:
   description: Facts added to the host.
   returned: always
@@ -322,6 +328,7 @@ ansible_facts:
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _python
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.nvml import gather_gpu_facts
 
@@ -334,8 +341,9 @@ except ImportError:
 
 
 def main():
-    module = AnsibleModule(argument_spec={}, supports_check_mode=True)
-    run_module(module, lambda: {"changed": False, "ansible_facts": {"gpu": gather_gpu_facts(pynvml)}},
+    module = AnsibleModule(argument_spec=dict(_python.ARG_SPEC), supports_check_mode=True)
+    run_module(module, lambda: {"changed": False, "python_unmet": _python.unmet(module.params["python_requirements"]),
+                                "ansible_facts": {"gpu": gather_gpu_facts(pynvml)}},
                requires=(("nvidia-ml-py", PYNVML_IMPORT_ERROR, "https://pypi.org/project/nvidia-ml-py/"),))
 
 

@@ -370,7 +370,27 @@ def _unit_facts(adapter, units, read=_read):
     }
 
 
-def _daemon_report(name, adapter, binary, params, host, read=_read):
+def _docker_info(host):
+    """``docker info`` as ``(rc, out, err)``, or None where the docker CLI is not installed."""
+    cli = host.get_bin_path("docker")
+    return host.run_command([cli] + REPORTERS["docker"][1][1:]) if cli else None
+
+
+def _server_version(info):
+    """The daemon's version from a ``docker info`` that answered (``ServerVersion``), else None."""
+    if not info or info[0] != 0:
+        return None
+    try:
+        version = json.loads(info[1] or "").get("ServerVersion")
+    except (ValueError, AttributeError):
+        return None
+    return version if isinstance(version, str) and version else None
+
+
+def _daemon_report(name, adapter, binary, params, host, read=_read, docker_info=None):
+    if name == "docker" and docker_info is not None:
+        rc, out, err = docker_info
+        return docker_report(out) if rc == 0 else report(REPORTERS["docker"][0], error=_failed(REPORTERS["docker"][0], rc, out, err))
     if name == "containerd":
         command = [binary, "--config", params.get("containerd_config") or adapter.config_path, "config", "dump"]
         rc, out, err = host.run_command(command)
@@ -396,12 +416,22 @@ def gather(params, host, read=_read):
     """The facts (``ansible_facts.container_runtimes``); runs commands through ``host`` (a ``base.Host``)."""
     wanted = params.get("runtimes") or registry.NAMES
     found = {}
+    docker_info = None
     for name in wanted:
         adapter = registry.get(name)
         binary = host.get_bin_path(adapter.binary) if not os.path.isabs(adapter.binary) else (
             adapter.binary if os.access(adapter.binary, os.X_OK) else None)
         if not binary:
             continue
+        if name == "docker" and params.get("report", True):
+            # The daemon that answers says its version (docker info's ServerVersion), which spares starting dockerd
+            # (a large binary) only to print it; a daemon that does not answer is asked through its binary.
+            docker_info = _docker_info(host)
+            server = _server_version(docker_info)
+            if server and adapter.version(server):
+                found[name] = {"binary": binary, "version": adapter.version(server),
+                               "version_output": "docker info: ServerVersion %s" % server}
+                continue
         rc, out, err = host.run_command([binary] + list(adapter.version_args))
         version = adapter.version(out) if rc == 0 else None
         if version is None:
@@ -411,7 +441,7 @@ def gather(params, host, read=_read):
     for name, entry in found.items():
         entry.update(_unit_facts(registry.get(name), units, read))
         entry["config_file"] = flag_value(entry["command_line"], "--config-file") if name == "docker" else None
-        entry["reports"] = (_daemon_report(name, registry.get(name), entry["binary"], params, host, read)
+        entry["reports"] = (_daemon_report(name, registry.get(name), entry["binary"], params, host, read, docker_info)
                             if params.get("report", True) else None)
     crictl = host.get_bin_path("crictl")
     crictl_facts = {"path": crictl, "reports": None}

@@ -12,6 +12,7 @@ import os
 import pytest
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import facts
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Host
 
 RUNNING = " ; ignore_errors=no ; start_time=[Wed 2026-11-25 04:24:15 UTC] ; stop_time=[n/a] ; pid=945 ; code=(null) ; status=0/0 }"
 SHOW = """ExecStart={ path=/usr/sbin/dockerd ; argv[]=/usr/sbin/dockerd -H fd:// --containerd=/run/containerd/containerd.sock $DOCKER_OPTS""" \
@@ -208,3 +209,42 @@ def test_files_are_described_without_failing(tmp_path):
     assert facts.describe_file(str(binary))["content"] is None
     assert facts.describe_file(str(tmp_path))["directory"] is True
     assert facts.describe_file(str(tmp_path / "missing")) == {"exists": False, "error": None}
+
+
+class _Host(Host):
+    """Commands answered from a table by their first two words; records what ran."""
+
+    def __init__(self, answers, binaries=("dockerd", "docker")):
+        super(_Host, self).__init__(run_command=self._run, get_bin_path=lambda n: "/usr/bin/" + n if n in binaries else None)
+        self.answers = answers
+        self.ran = []
+
+    def _run(self, argv):
+        words = " ".join([os.path.basename(argv[0])] + list(argv[1:2]))
+        self.ran.append(words)
+        return self.answers.get(words, (127, "", "%s: not found" % argv[0]))
+
+
+def test_a_docker_daemon_that_answers_gives_its_version_without_starting_dockerd():
+    info = json.dumps({"ServerVersion": "20.10.24+dfsg1", "DefaultRuntime": "nvidia",
+                       "Runtimes": {"nvidia": {"path": "/usr/bin/nvidia-container-runtime"}, "runc": {"path": "runc"}}})
+    host = _Host({"docker info": (0, info, "")})
+    docker = facts.gather({"runtimes": ["docker"]}, host)["runtimes"]["docker"]
+    assert host.ran == ["docker info"]  # once: for the version and for the report
+    assert (docker["version"], docker["version_output"]) == ("20.10.24", "docker info: ServerVersion 20.10.24+dfsg1")
+    assert docker["reports"]["default_runtime"] == "nvidia" and docker["reports"]["ok"]
+
+
+def test_a_docker_daemon_that_does_not_answer_is_asked_through_its_binary():
+    host = _Host({"docker info": (1, "", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock"),
+                  "dockerd --version": (0, "Docker version 20.10.24+dfsg1, build 297e128\n", "")})
+    docker = facts.gather({"runtimes": ["docker"]}, host)["runtimes"]["docker"]
+    assert host.ran == ["docker info", "dockerd --version"]
+    assert docker["version"] == "20.10.24" and not docker["reports"]["ok"]
+    assert "Cannot connect to the Docker daemon" in docker["reports"]["error"]
+
+
+def test_without_the_docker_cli_dockerd_tells_its_version():
+    host = _Host({"dockerd --version": (0, "Docker version 24.0.7, build 311b9ff\n", "")}, binaries=("dockerd",))
+    docker = facts.gather({"runtimes": ["docker"], "report": False}, host)["runtimes"]["docker"]
+    assert host.ran == ["dockerd --version"] and docker["version"] == "24.0.7" and docker["reports"] is None
