@@ -186,3 +186,9 @@ def test_a_filter_documents_the_default_its_code_uses():
     source = (ROOT / "plugins" / "filter" / "driver_verdict.py").read_text(encoding="utf-8")
     doc = yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', source, re.S).group(1))
     assert str(doc["options"]["min_version"]["default"]) == nv.DRIVER_MIN_VERSION
+
+
+def test_the_runtime_report_filter_documents_the_runtime_it_defaults_to():
+    source = (ROOT / "plugins" / "filter" / "runtime_report_check.py").read_text(encoding="utf-8")
+    doc = yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', source, re.S).group(1))
+    assert (doc["options"]["name"]["default"], doc["options"]["path"]["default"]) == (nv.RUNTIME_NAME, nv.RUNTIME_PATH)
