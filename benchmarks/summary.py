@@ -14,9 +14,14 @@ def rerun_lines(report: dict) -> list:
     out = []
     for size in report.get("sizes", []):
         runs = dict((r["run"], r) for r in size["runs"])
-        first, rerun, changed = runs.get("first"), runs.get("rerun"), runs.get("changed")
-        line = ("rerun over first run of the bring-up, %d node containers: %.3f (first %.1f s, rerun %.1f s with changed=%d"
-                % (size["size"], size["rerun_over_first"], first["bringup_s"], rerun["bringup_s"], rerun["changed"]))
+        first, changed = runs.get("first"), runs.get("changed")
+        reruns = [r for r in size["runs"] if r["run"] == "rerun"]
+        rerun = reruns[-1]
+        line = ("rerun over first run of the bring-up, %d node containers: %.3f (first %.1f s, rerun %.1f s, the median of %s,"
+                " with changed=%s" % (size["size"], size["rerun_over_first"], first["bringup_s"],
+                                      size.get("rerun_median_s", rerun["bringup_s"]),
+                                      ", ".join("%.1f" % r["bringup_s"] for r in reruns),
+                                      "/".join(str(r["changed"]) for r in reruns)))
         if changed:
             line += "; after a change on %s the proof ran again on %s" % (changed.get("changed_node"),
                                                                           ", ".join(changed["proved"]) or "no node")
