@@ -227,6 +227,7 @@ def bringup(name: str, inventories: list, extra_vars: list, kubeconfig: Path, wo
         args += ["-i", str(inventory)]
     for extra in extra_vars:
         args += ["-e", "@%s" % extra]
+    args += ["-e", "demo_report_dir=%s" % workdir]  # the demo's report, in the benchmark's directory (not .sandbox)
     env = ansible_env({"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks", "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "all"})
     load_before, cpu_before = os.getloadavg(), cpu_busy()
     rc, seconds, output = playbook(args + [str(DEMO_PLAYBOOK)], workdir / ("%s.log" % name), env=env, check=False)
