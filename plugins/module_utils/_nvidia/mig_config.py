@@ -44,6 +44,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
 import re
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError
@@ -287,3 +288,21 @@ def plan(entries, facts):
                 step.update(action="reconfigure", set_mode=not after_reset)
         planned.append(step)
     return planned
+
+
+def facts_after(steps, facts):
+    """The ``gpu`` facts as the host will report them once the plan ``steps`` are applied: the MIG mode and instances
+    of every GPU the plan changes as asked, everything else as it is. What the device plugin stage expects from the
+    new layout is :func:`allocatable.expected_from_fact` of these."""
+    after = copy.deepcopy(facts)
+    by_index = dict((step["index"], step) for step in steps)
+    for gpu in after.get("devices") or []:
+        step = by_index.get(gpu.get("index"))
+        if not step or step["action"] in ("none", "refuse"):
+            continue
+        wanted = step["wanted"]
+        mig = gpu.setdefault("mig", {})
+        mig["current"] = mig["pending"] = wanted["mig_enabled"]
+        mig["devices"] = [{"profile": profile} for profile in sorted(wanted["mig_devices"])
+                          for _count in range(wanted["mig_devices"][profile])] if wanted["mig_enabled"] else []
+    return after

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import mig_config
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import allocatable, mig_config, plugin_config
 
 # The write-up's custom layout, and two of the GPU Operator's defaults, as mig-parted's config file has them.
 CONFIG = yaml.safe_load("""
@@ -186,3 +186,15 @@ def test_a_switch_waiting_for_a_reset_is_reported_and_cancelled_without_one():
 def test_mode_on_with_the_wrong_instances_needs_no_mode_change():
     step = plan("custom", facts(gpu(0), gpu(1, mig_current=True, instances=["7g.80gb"])))[1]
     assert (step["action"], step["set_mode"], step["mode_change"]) == ("reconfigure", False, False)
+
+
+def test_the_new_layout_feeds_what_the_device_plugin_stage_expects():
+    host = facts(gpu(0), gpu(1, mig_current=True, instances=["7g.80gb"]), gpu(2, mig_current=True, instances=["7g.80gb"]))
+    host.update(present=True, count=3)
+    steps = plan("custom", host)
+    assert [s["action"] for s in steps] == ["none", "reconfigure", "disable"]
+    after = mig_config.facts_after(steps, host)
+    assert host["devices"][2]["mig"]["current"] is True  # the facts given are left as they were
+    config = plugin_config.build_config({"mig_strategy": "mixed"})
+    assert allocatable.expected_from_fact(config, after) == {
+        "nvidia.com/gpu": 2, "nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-2g.20gb": 2}
