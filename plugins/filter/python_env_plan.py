@@ -42,13 +42,11 @@ options:
     elements: str
     default: []
   venv:
-    description: Path of the virtualenv.
+    description: Path of the virtualenv; without it (or O(check_script)) the plan has no RV(_value.command).
     type: str
-    required: true
   check_script:
     description: The Python script the command falls back on (prints the requirements not met, as JSON).
     type: str
-    required: true
 """
 
 EXAMPLES = r"""
@@ -77,6 +75,7 @@ _value:
         - Where every requirement is an exact pin, it starts the virtualenv's python and looks for each pin's
           C(dist-info) directory as pip names it (C(nvidia_ml_py-13.615.71.dist-info)), reading no package metadata;
           otherwise the check script decides.
+        - Only with O(venv) and O(check_script); the roles that only want the pins leave them out.
       type: str
 """
 
@@ -92,7 +91,7 @@ def _name(requirement):
     return match.group(0).lower() if match else requirement.lower()
 
 
-def python_env_plan(packages, requirements, venv, check_script, collection_packages=(), prepared=()):
+def python_env_plan(packages, requirements, venv=None, check_script=None, collection_packages=(), prepared=()):
     """See DOCUMENTATION."""
     pinned = {}
     for line in requirements:
@@ -108,6 +107,8 @@ def python_env_plan(packages, requirements, venv, check_script, collection_packa
         if name not in asked_names and name not in prepared_names:
             wanted.append(pinned[name])
     wanted = list(dict.fromkeys(wanted))
+    if not venv or not check_script:
+        return {"wanted": wanted}
     pins = [r for r in wanted if _PIN.match(r)]
     quoted = " ".join(shlex.quote(r) for r in wanted)
     fallback = '"$V/bin/python" -I -c %s %s' % (shlex.quote(check_script), quoted)

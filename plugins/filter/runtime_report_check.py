@@ -72,8 +72,7 @@ _value:
 """
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import RUNTIME_NAME, RUNTIME_PATH
-
-CONTAINERD_SHIM = "io.containerd.runc.v2"
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.containerd import RUNC_V2
 
 
 def runtime_report_check(report, runtime, name=RUNTIME_NAME, path=RUNTIME_PATH, set_as_default=True, crictl=None):
@@ -84,7 +83,7 @@ def runtime_report_check(report, runtime, name=RUNTIME_NAME, path=RUNTIME_PATH, 
         report.get("default_runtime") == name or not set_as_default)
     ok = as_asked
     if runtime == "containerd":
-        ok = ok and ours.get("type") == CONTAINERD_SHIM and (
+        ok = ok and ours.get("type") == RUNC_V2 and (
             crictl is None or bool(crictl.get("ok")) and name in (crictl.get("runtimes") or {}))
     return {"ours": ours, "as_asked": as_asked, "ok": ok}
 

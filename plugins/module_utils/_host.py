@@ -28,6 +28,17 @@ def _read_hex(path):
         return None
 
 
+def sysfs_address(bus_id):
+    """A GPU's PCI address as sysfs names it (``0000:3b:00.0``, the ``address`` of :func:`pci_gpus`) from the bus id
+    NVML reports (``00000000:3B:00.0``: an 8-digit domain, upper case); text that is not an address, lower-cased."""
+    text = str(bus_id or "").lower()
+    domain, _colon, rest = text.partition(":")
+    try:
+        return "%04x:%s" % (int(domain, 16), rest) if rest else text
+    except ValueError:
+        return text
+
+
 def pci_gpus(vendor_id, devices_path=PCI_DEVICES_PATH):
     """List the GPUs of one vendor (its PCI vendor ID) on the PCI bus as sysfs shows them, sorted by address.
 

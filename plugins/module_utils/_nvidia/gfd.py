@@ -51,6 +51,7 @@ import re
 
 from collections.abc import Mapping
 
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _host
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import names
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import naming
@@ -333,8 +334,7 @@ def gpu_mode(facts, devices):
                    if isinstance(p, Mapping))
     found = []
     for device in devices:
-        bus_id = str(device.get("pci_bus_id") or "").lower()
-        address = bus_id[4:] if bus_id.startswith("0000") and len(bus_id) > 12 else bus_id  # NVML's 8-digit domain
+        address = _host.sysfs_address(device.get("pci_bus_id"))
         if address not in classes:
             return None
         found.append(classes[address])

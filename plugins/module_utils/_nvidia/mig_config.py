@@ -47,6 +47,7 @@ __metaclass__ = type
 import copy
 import re
 
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _host
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import PCI_VENDOR_ID
 
@@ -199,7 +200,7 @@ def select(configs, name, option="mig_config"):
 
 
 def _pci_ids(facts):
-    """``{pci bus id (lower case, 8-digit domain): (device, vendor, subsystem)}`` from the facts' PCI bus."""
+    """``{sysfs address: (device, vendor, subsystem)}`` from the facts' PCI bus."""
     ids = {}
     for entry in facts.get("pci") or []:
         try:
@@ -207,16 +208,9 @@ def _pci_ids(facts):
             subsystem = int(entry.get("subsystem_id"), 16) if entry.get("subsystem_id") else None
         except (TypeError, ValueError):
             continue
-        ids[_bus_key(entry.get("address"))] = (device, PCI_VENDOR_ID, None if subsystem is None else
-                                               (subsystem >> 16, subsystem & 0xFFFF))
+        sub = None if subsystem is None else (subsystem >> 16, subsystem & 0xFFFF)
+        ids[str(entry.get("address") or "").lower()] = (device, PCI_VENDOR_ID, sub)
     return ids
-
-
-def _bus_key(address):
-    """A PCI address in one spelling: NVML writes ``00000000:3B:00.0``, sysfs ``0000:3b:00.0``."""
-    text = (address or "").lower()
-    domain, _colon, rest = text.partition(":")
-    return "%08x:%s" % (int(domain, 16), rest) if rest and re.match(r"^[0-9a-f]+$", domain) else text
 
 
 def _matches(entry, index, device_id):
@@ -257,7 +251,7 @@ def plan(entries, facts):
     planned = []
     for gpu in facts.get("devices") or []:
         index = gpu.get("index")
-        device_id = pci.get(_bus_key(gpu.get("pci_bus_id")))
+        device_id = pci.get(_host.sysfs_address(gpu.get("pci_bus_id")))
         wanted = None
         for entry in entries:
             if _matches(entry, index, device_id):

@@ -388,9 +388,12 @@ def _server_version(info):
 
 
 def _daemon_report(name, adapter, binary, params, host, read=_read, docker_info=None):
-    if name == "docker" and docker_info is not None:
+    if name == "docker":  # asked once, before the version (gather)
+        shown = REPORTERS["docker"][0]
+        if docker_info is None:
+            return report(shown, error="the docker CLI is not installed, so the daemon could not be asked")
         rc, out, err = docker_info
-        return docker_report(out) if rc == 0 else report(REPORTERS["docker"][0], error=_failed(REPORTERS["docker"][0], rc, out, err))
+        return docker_report(out) if rc == 0 else report(shown, error=_failed(shown, rc, out, err))
     if name == "containerd":
         command = [binary, "--config", params.get("containerd_config") or adapter.config_path, "config", "dump"]
         rc, out, err = host.run_command(command)
@@ -408,7 +411,7 @@ def _daemon_report(name, adapter, binary, params, host, read=_read, docker_info=
         rc, out, err = host.run_command(command)
         if rc != 0:
             return report(shown, error=_failed(shown, rc, out, err))
-        return docker_report(out) if name == "docker" else crio_report(out)
+        return crio_report(out)
     return None
 
 

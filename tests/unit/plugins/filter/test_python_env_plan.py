@@ -77,3 +77,7 @@ def test_paths_and_requirements_are_quoted(tmp_path):
     venv = fake_venv(odd, ["nvidia_ml_py-13.615.71.dist-info", "tomlkit-0.15.2.dist-info"])
     out = run(plan(["nvidia-ml-py"], venv=venv)["command"])
     assert (out.returncode, json.loads(out.stdout)) == (0, [])
+
+
+def test_without_a_virtualenv_the_plan_is_only_the_pins():
+    assert python_env_plan(["tomlkit"], REQUIREMENTS) == {"wanted": ["tomlkit==0.15.2"]}

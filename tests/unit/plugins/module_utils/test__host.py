@@ -46,3 +46,10 @@ def test_loaded_kernel_modules(tmp_path):
 
 def test_loaded_kernel_modules_unknown_when_unreadable(tmp_path):
     assert _host.loaded_kernel_modules(str(tmp_path / "nope"), KERNEL_MODULES) == {"nvidia": None, "nouveau": None}
+
+
+def test_nvml_bus_ids_become_sysfs_addresses():
+    assert _host.sysfs_address("00000000:3B:00.0") == "0000:3b:00.0"
+    assert _host.sysfs_address("00000001:07:00.0") == "0001:07:00.0"
+    assert _host.sysfs_address("0000:3b:00.0") == "0000:3b:00.0"  # already one
+    assert _host.sysfs_address(None) == "" and _host.sysfs_address("not an address") == "not an address"

@@ -248,3 +248,10 @@ def test_without_the_docker_cli_dockerd_tells_its_version():
     host = _Host({"dockerd --version": (0, "Docker version 24.0.7, build 311b9ff\n", "")}, binaries=("dockerd",))
     docker = facts.gather({"runtimes": ["docker"], "report": False}, host)["runtimes"]["docker"]
     assert host.ran == ["dockerd --version"] and docker["version"] == "24.0.7" and docker["reports"] is None
+
+
+def test_without_the_docker_cli_the_report_says_so():
+    host = _Host({"dockerd --version": (0, "Docker version 24.0.7, build 311b9ff\n", "")}, binaries=("dockerd",))
+    docker = facts.gather({"runtimes": ["docker"]}, host)["runtimes"]["docker"]
+    assert host.ran == ["dockerd --version"]  # no "docker info" run through a CLI that is not there
+    assert not docker["reports"]["ok"] and "docker CLI is not installed" in docker["reports"]["error"]
