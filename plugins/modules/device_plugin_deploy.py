@@ -142,9 +142,30 @@ options:
     type: dict
     default: {}
   node_names:
-    description: Host name in O(facts) to its Kubernetes node name, for hosts whose names differ.
+    description: Host name in O(facts) and O(label_facts) to its Kubernetes node name, for hosts whose names differ.
     type: dict
     default: {}
+  label_facts:
+    description:
+      - Host name to its C(gpu) fact. With it, and O(state=present), the module first labels the GPU nodes from these
+        facts exactly as M(kubegpu.cluster.gpu_node_labels) does with them as its O(kubegpu.cluster.gpu_node_labels#module:nodes)
+        (the same rules, plugin configs and field manager; O(accelerator_label), O(missing_nodes), O(gfd)), before the
+        rollout, whose O(node_selector) needs C(nvidia.com/gpu.present). One call for both saves a module start and an API
+        connection on every run.
+      - The labels' result is returned as RV(labels). Remove labels with M(kubegpu.cluster.gpu_node_labels) and
+        O(kubegpu.cluster.gpu_node_labels#module:state=absent), after the plugin.
+    type: dict
+  accelerator_label:
+    description: With O(label_facts), the key of the label set to the product slug; an empty string sets no such label.
+    type: str
+    default: accelerator
+  missing_nodes:
+    description:
+      - With O(label_facts), what to do about hosts whose nodes are not in the cluster.
+      - V(fail) fails before any node is changed, naming them all. V(skip) warns and labels the others.
+    type: str
+    choices: [fail, skip]
+    default: fail
 extends_documentation_fragment:
   - kubegpu.cluster.k8s_auth
   - kubegpu.cluster.nvidia_plugin_config
@@ -256,10 +277,20 @@ expected:
   returned: always
   type: dict
   sample: {"gpu-1": {"nvidia.com/gpu": 4}}
-diff:
-  description: C(before) and C(after), each mapping C(Kind/namespace/name) to the object (null when absent).
-  returned: in diff mode
+labels:
+  description:
+    - With O(label_facts), what labelling the nodes did, as M(kubegpu.cluster.gpu_node_labels) returns it (C(changed),
+      C(nodes), C(summary), C(field_manager)).
+  returned: when O(label_facts) is given and O(state=present)
   type: dict
+  sample: {"changed": false, "summary": {"total": 5, "changed": 0, "unchanged": 5, "missing": 0}}
+diff:
+  description:
+    - C(before) and C(after), each mapping C(Kind/namespace/name) to the object (null when absent).
+    - With O(label_facts) and changed labels, a list - one entry per relabelled node (C(node/<name> labels)), then the
+      objects' entry.
+  returned: in diff mode
+  type: raw
   sample: {"before": {"ConfigMap/nvidia-device-plugin/nvidia-device-plugin-config": null}, "after": {}}
 """
 
@@ -296,6 +327,9 @@ def main():
             expected=dict(type="dict", default={}),
             facts=dict(type="dict", default={}),
             node_names=dict(type="dict", default={}),
+            label_facts=dict(type="dict"),
+            accelerator_label=dict(type="str", default=nv.DEFAULT_ACCELERATOR_LABEL),
+            missing_nodes=dict(type="str", default="fail", choices=["fail", "skip"]),
             **plugin_config_spec()
         ),
         mutually_exclusive=[("expected", "facts")],

@@ -322,3 +322,29 @@ def test_a_paused_deploy_label_stops_the_plugin_on_that_node(sandbox, deploy):
     finally:
         for node in ("kg-v100", "kg-t4"):
             delete_quietly(sandbox.core.patch_node, node, {"metadata": {"labels": {deploy_label: None}}})
+
+
+def test_label_facts_label_the_node_before_the_rollout_that_selects_on_them(sandbox, deploy, fake_nvml_dir):
+    """What the role does in one call: gpu_node_labels' labels from the facts, then the plugin, whose node selector
+    needs nvidia.com/gpu.present (so the pods run only if the labels came first); a rerun changes neither."""
+    run = deploy(["kg-t4"])
+    gpu = _gpu_fact(fake_nvml_dir, "t4")
+    selector = {"kubegpu.test/dp-only": run.namespace, "nvidia.com/gpu.present": "true"}
+    sandbox.core.patch_node("kg-t4", {"metadata": {"labels": {"kubegpu.test/dp-only": run.namespace}}})
+    try:
+        first = run(facts={"gpu-host-3": gpu}, label_facts={"gpu-host-3": gpu}, node_names={"gpu-host-3": "kg-t4"},
+                    node_selector=selector, diff=True)
+        assert first["changed"] is True
+        assert first["labels"]["nodes"]["kg-t4"]["labels"]["nvidia.com/gpu.present"] == "true"
+        assert first["labels"]["field_manager"] == "kubegpu.cluster/labels"
+        assert sandbox.core.read_node("kg-t4").metadata.labels["nvidia.com/gpu.product"] == "Tesla-T4"
+        assert first["resources"] == {"kg-t4": {"nvidia.com/gpu": 1}}
+        assert isinstance(first["diff"], list) and "node/kg-t4 labels" in [d.get("before_header") for d in first["diff"]]
+
+        again = run(facts={"gpu-host-3": gpu}, label_facts={"gpu-host-3": gpu}, node_names={"gpu-host-3": "kg-t4"},
+                    node_selector=selector)
+        assert again["changed"] is False, (again["labels"]["summary"], again["objects"])
+        assert again["labels"]["summary"]["unchanged"] == 1
+    finally:
+        run_module("kubegpu.cluster.gpu_node_labels", dict(kubeconfig=sandbox.kubeconfig, state="absent"))
+        delete_quietly(sandbox.core.patch_node, "kg-t4", {"metadata": {"labels": {"kubegpu.test/dp-only": None}}})
