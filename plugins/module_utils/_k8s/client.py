@@ -122,8 +122,8 @@ def from_params(params, field_manager=MANAGER, pool_size=None, **kwargs):
 
 
 class CoreRequests(object):
-    """The four core/v1 calls the collection makes outside the dynamic client (list, read and patch a node; read a
-    pod's log), with the names and keyword arguments of ``CoreV1Api``'s, sent through the ApiClient's own request path
+    """The core/v1 calls the collection makes outside the dynamic client (list, read and patch a node; list the pods
+    of a node; evict a pod; read a pod's log), with the names and keyword arguments of ``CoreV1Api``'s, sent through the ApiClient's own request path
     (as ``DynamicClient.request`` sends them) and answered as raw responses (``.data``, bytes).
 
     Why not ``CoreV1Api``: kubernetes 37's typed API checks its arguments with pydantic, and importing it builds the
@@ -166,6 +166,16 @@ class CoreRequests(object):
                  ("dryRun", dry_run)]
         return self._request("PATCH", self._node_path(name), query=query, body=body,
                              content_type=_content_type or "application/merge-patch+json", timeout=_request_timeout)
+
+    def list_pod_for_all_namespaces(self, field_selector=None, label_selector=None, _request_timeout=None, **_ignored):
+        return self._request("GET", "/api/v1/pods", query=[("fieldSelector", field_selector),
+                                                          ("labelSelector", label_selector)],
+                             timeout=_request_timeout)
+
+    def create_namespaced_pod_eviction(self, name, namespace, body, dry_run=None, _request_timeout=None, **_ignored):
+        """POST a policy/v1 Eviction: the API server refuses with 429 while a PodDisruptionBudget forbids it."""
+        path = "/api/v1/namespaces/%s/pods/%s/eviction" % (quote(namespace, safe=""), quote(name, safe=""))
+        return self._request("POST", path, query=[("dryRun", dry_run)], body=body, timeout=_request_timeout)
 
     def read_namespaced_pod_log(self, name, namespace, container=None, _request_timeout=None, **_ignored):
         """The log as text."""

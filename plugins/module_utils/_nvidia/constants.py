@@ -44,6 +44,11 @@ LABEL_DEPLOY_PREFIX = RESOURCE_PREFIX + "/gpu.deploy."
 LABEL_DEPLOY_DEVICE_PLUGIN = LABEL_DEPLOY_PREFIX + "device-plugin"  # also the MPS control daemon's (GPU Operator)
 LABEL_DEPLOY_GFD = LABEL_DEPLOY_PREFIX + "gpu-feature-discovery"
 DEPLOY_LABEL_ON = "true"
+DEPLOY_LABEL_PAUSED = "paused-for-mig-change"
+# --- NVIDIA's MIG manager reports its work in this node label (mig-parted cmd/nvidia-mig-manager
+# reconfigure-mig.sh, __set_state_and_exit and the 'pending' / 'rebooting' steps); the mig role writes the same values.
+LABEL_MIG_CONFIG_STATE = RESOURCE_PREFIX + "/mig.config.state"
+MIG_CONFIG_STATES = ("pending", "rebooting", "success", "failed")
 # The Helm chart's per-node config label (deployments/helm/nvidia-device-plugin, config-manager NODE_LABEL).
 LABEL_DEVICE_PLUGIN_CONFIG = RESOURCE_PREFIX + "/device-plugin.config"
 # GFD's MPS label; the plugin's Helm chart runs the MPS control daemon only where it is "true"
