@@ -64,9 +64,15 @@ options:
     description: The value a paused operand deploy label gets (NVIDIA's MIG manager's own).
     type: str
     default: paused-for-mig-change
+  mig_config_state:
+    description:
+      - The value of the node label C(nvidia.com/mig.config.state), as NVIDIA's MIG manager reports its work
+        (V(pending), V(rebooting), V(success), V(failed)); unset leaves the label alone. Set like O(labels).
+    type: str
+    choices: [pending, rebooting, success, failed]
   labels:
     description:
-      - Further node labels to set (a null value removes one), for example C(nvidia.com/mig.config.state).
+      - Further node labels to set (a null value removes one).
       - With O(state=drained) their previous values are recorded too; with O(state=restored) they are set as given
         instead of as recorded.
     type: dict
@@ -94,16 +100,14 @@ EXAMPLES = r"""
 - name: Take the node out of service before its MIG layout changes
   kubegpu.cluster.gpu_node_maintenance:
     node: gpu-node-1
-    labels:
-      nvidia.com/mig.config.state: pending
+    mig_config_state: pending
   delegate_to: localhost
 
 - name: Give it back
   kubegpu.cluster.gpu_node_maintenance:
     node: gpu-node-1
     state: restored
-    labels:
-      nvidia.com/mig.config.state: success
+    mig_config_state: success
   delegate_to: localhost
 """
 
@@ -155,7 +159,10 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import con
 
 
 def work(params, check_mode):
-    params = dict(params, resource_prefixes=[nv.RESOURCE_PREFIX + "/"], deploy_label_prefix=nv.LABEL_DEPLOY_PREFIX,
+    labels = dict(params["labels"])
+    if params["mig_config_state"]:
+        labels[nv.LABEL_MIG_CONFIG_STATE] = params["mig_config_state"]
+    params = dict(params, labels=labels, resource_prefixes=[nv.RESOURCE_PREFIX + "/"], deploy_label_prefix=nv.LABEL_DEPLOY_PREFIX,
                   operand_selector={LABEL_NAME: nv.APP_NAME, LABEL_MANAGED_BY: MANAGER})
     api = client.from_params(params)
     maint = maintenance.Maintenance(api.core, api, params["pause_value"])
@@ -179,6 +186,7 @@ def main():
             wait_timeout=dict(type="int", default=300),
             runtime_classes=dict(type="list", elements="str", default=[nv.RUNTIME_NAME]),
             pause_value=dict(type="str", default=nv.DEPLOY_LABEL_PAUSED),
+            mig_config_state=dict(type="str", choices=list(nv.MIG_CONFIG_STATES)),
             labels=dict(type="dict", default={}),
         ),
         supports_check_mode=True,

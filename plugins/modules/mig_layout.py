@@ -143,7 +143,6 @@ ansible_facts:
 """
 
 import json
-import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
@@ -239,8 +238,6 @@ def main():
         mutually_exclusive=[("config", "config_file")],
         supports_check_mode=True,
     )
-    if module.params["config_file"]:
-        module.params["config_file"] = os.path.expanduser(module.params["config_file"])
     run_module(module, lambda: work(module.params, module.check_mode, module._diff),
                requires=(("nvidia-ml-py", PYNVML_IMPORT_ERROR, "https://pypi.org/project/nvidia-ml-py/"),))
 

@@ -168,9 +168,8 @@ class CoreRequests(object):
                              content_type=_content_type or "application/merge-patch+json", timeout=_request_timeout)
 
     def list_pod_for_all_namespaces(self, field_selector=None, label_selector=None, _request_timeout=None, **_ignored):
-        return self._request("GET", "/api/v1/pods", query=[("fieldSelector", field_selector),
-                                                          ("labelSelector", label_selector)],
-                             timeout=_request_timeout)
+        query = [("fieldSelector", field_selector), ("labelSelector", label_selector)]
+        return self._request("GET", "/api/v1/pods", query=query, timeout=_request_timeout)
 
     def create_namespaced_pod_eviction(self, name, namespace, body, dry_run=None, _request_timeout=None, **_ignored):
         """POST a policy/v1 Eviction: the API server refuses with 429 while a PodDisruptionBudget forbids it."""

@@ -79,7 +79,7 @@ def test_drain_evicts_the_gpu_pods_pauses_the_plugin_and_restore_gives_the_node_
         assert sorted(preview["evicted"]) == ["%s/sidecar" % namespace, "%s/trainer" % namespace]
         assert not sandbox.core.read_node(node).spec.unschedulable  # check mode changed nothing
 
-        drained = maintain(sandbox, node, labels={"nvidia.com/mig.config.state": "pending"}, runtime_classes=classes)
+        drained = maintain(sandbox, node, mig_config_state="pending", runtime_classes=classes)
         assert drained["changed"] is True and drained["cordoned_by_us"] is True and drained["admin_cordoned"] is False
         assert drained["paused_labels"] == [DEPLOY_PLUGIN]  # "false" is an admin's and is left alone
         seen = sandbox.core.read_node(node)
@@ -91,10 +91,10 @@ def test_drain_evicts_the_gpu_pods_pauses_the_plugin_and_restore_gives_the_node_
         assert names(sandbox, namespace) == ["web"]  # the GPU pods were evicted, the other one stays
         assert not [p for p in sandbox.core.list_namespaced_pod(ns).items if not p.metadata.deletion_timestamp]
 
-        again = maintain(sandbox, node, labels={"nvidia.com/mig.config.state": "pending"}, runtime_classes=classes)
+        again = maintain(sandbox, node, mig_config_state="pending", runtime_classes=classes)
         assert again["changed"] is False, again
 
-        restored = maintain(sandbox, node, state="restored", labels={"nvidia.com/mig.config.state": "success"})
+        restored = maintain(sandbox, node, state="restored", mig_config_state="success")
         assert restored["changed"] is True and restored["uncordoned"] is True
         seen = sandbox.core.read_node(node)
         assert not seen.spec.unschedulable
@@ -103,7 +103,7 @@ def test_drain_evicts_the_gpu_pods_pauses_the_plugin_and_restore_gives_the_node_
         assert ANNOTATION not in (seen.metadata.annotations or {})
         wait_for(sandbox.core.list_namespaced_pod, ns, field_selector="spec.nodeName=%s" % node,
                  predicate=lambda p: p.status.phase == "Running", timeout=60, describe="the plugin back on the node")
-        assert maintain(sandbox, node, state="restored", labels={"nvidia.com/mig.config.state": "success"})[
+        assert maintain(sandbox, node, state="restored", mig_config_state="success")[
             "changed"] is False
     finally:
         run_module("kubegpu.cluster.device_plugin_deploy", dict(kubeconfig=sandbox.kubeconfig, namespace=ns,
