@@ -22,6 +22,9 @@ def main(argv=None) -> int:
     p_up.add_argument("--extra-profile", default=None, help="GPU profile (name or .json path) of the extra nodes; none = CPU only")
     p_up.add_argument("--gpu-taint", action="store_true", help="taint GPU nodes nvidia.com/gpu=present:NoSchedule")
     p_up.add_argument("--profiles-dir", type=Path, default=paths.PROFILES_DIR)
+    p_up.add_argument("--mig-state-dir", type=Path, default=paths.MIG_STATE_DIR,
+                      help="where the fleet containers' fake NVML keeps MIG state, <dir>/<node>/mig-state.json "
+                           "(sandbox/images/nodes.yml mounts it); devsim applies it to the profiles")
     sub.add_parser("down", help="stop every process `up` started")
     sub.add_parser("status", help="show what runs")
     p_nodes = sub.add_parser("nodes", help="add extra scale nodes to a running sandbox")
@@ -34,7 +37,7 @@ def main(argv=None) -> int:
     try:
         if args.command == "up":
             cluster.up(layout, timeout=args.timeout, extra_nodes=args.extra_nodes, extra_profile=args.extra_profile,
-                       gpu_taint=args.gpu_taint, profiles_dir=args.profiles_dir)
+                       gpu_taint=args.gpu_taint, profiles_dir=args.profiles_dir, mig_state_dir=args.mig_state_dir)
             return 0
         if args.command == "down":
             return cluster.down(layout)

@@ -408,13 +408,14 @@ def wait_default_serviceaccount(layout: Layout, deadline: float) -> None:
 
 
 def up(layout: Layout, timeout: float = 120.0, extra_nodes: int = 0, extra_profile: str | None = None,
-       gpu_taint: bool = False, profiles_dir: Path = paths.PROFILES_DIR, fleet: bool = True) -> dict:
+       gpu_taint: bool = False, profiles_dir: Path = paths.PROFILES_DIR, fleet: bool = True,
+       mig_state_dir: Path | None = None) -> dict:
     """Start the sandbox (or return the state of the one already running)."""
     with locked(layout, timeout + 60):
-        return _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fleet)
+        return _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fleet, mig_state_dir)
 
 
-def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fleet):
+def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fleet, mig_state_dir=None):
     state = running(layout)
     if state:
         print("sandbox: already up (kubeconfig %s, API %s)" % (state["kubeconfig"], state["server"]))
@@ -455,7 +456,8 @@ def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fl
         apiserver = launch("kube-apiserver")
         poll_until(*_health(layout, state, "etcd"), deadline, [etcd], layout=layout)
         poll_until(*_health(layout, state, "kube-apiserver"), deadline, [etcd, apiserver], layout=layout)
-        manifests = nodes_mod.fleet_manifests(versions["KUBE_VERSION"], gpu_taint) if fleet else []
+        manifests = (nodes_mod.fleet_manifests(versions["KUBE_VERSION"], gpu_taint, mig_state_dir=mig_state_dir)
+                     if fleet else [])
         if extra_nodes:
             manifests += nodes_mod.scale_manifests(extra_nodes, versions["KUBE_VERSION"], extra_profile, gpu_taint)
         create_nodes(layout, manifests)

@@ -6,8 +6,10 @@ in ``status.nodeInfo``, the well-known ``kubernetes.io/*`` labels, CPU/memory/po
 optionally the ``nvidia.com/gpu=present:NoSchedule`` taint. GPU nodes carry the annotation
 ``sandbox.kubegpu.io/profile: <profile>``; the device-manager simulator reads the profile from it.
 A scale node may instead carry ``sandbox.kubegpu.io/profile-path: /abs/path.json`` (a profile
-file outside sandbox/profiles, for tests). No ``nvidia.com/*`` resources are set here: those
-appear only when a device plugin runs (devsim).
+file outside sandbox/profiles, for tests). A node whose GPUs' MIG layout can change (a node container's fake NVML
+writes its MIG state, sandbox/fakenvml/README.md) carries ``sandbox.kubegpu.io/mig-state-path: /abs/mig-state.json``;
+devsim applies that state to the profile. No ``nvidia.com/*`` resources are set here: those appear only when a device
+plugin runs (devsim).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from .paths import FLEET_FILE
 
 PROFILE_ANNOTATION = "sandbox.kubegpu.io/profile"
 PROFILE_PATH_ANNOTATION = "sandbox.kubegpu.io/profile-path"
+MIG_STATE_ANNOTATION = "sandbox.kubegpu.io/mig-state-path"
+MIG_STATE_FILE = "mig-state.json"  # the fake NVML's default state file name (sandbox/fakenvml/mig_state.py)
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 FLEET_LABEL = "sandbox.kubegpu.io/fleet"
 ROLE_LABEL = "sandbox.kubegpu.io/role"
@@ -52,10 +56,12 @@ def load_fleet(path=FLEET_FILE) -> list:
 
 
 def node_manifest(name: str, kube_version: str, profile: str | None = None, profile_path: str | None = None,
-                  gpu_taint: bool = False, labels: dict | None = None) -> dict:
+                  gpu_taint: bool = False, labels: dict | None = None, mig_state_path: str | None = None) -> dict:
     """Return a Node object for kwok to manage."""
     arch = host_arch()
     annotations = {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"}
+    if mig_state_path:
+        annotations[MIG_STATE_ANNOTATION] = os.path.abspath(mig_state_path)
     if profile:
         annotations[PROFILE_ANNOTATION] = profile
     if profile_path:
@@ -98,12 +104,17 @@ def node_manifest(name: str, kube_version: str, profile: str | None = None, prof
     }
 
 
-def fleet_manifests(kube_version: str, gpu_taint: bool = False, fleet_path=FLEET_FILE) -> list:
-    """Return Node objects for every node of fleet.yml, named exactly like the node containers."""
+def fleet_manifests(kube_version: str, gpu_taint: bool = False, fleet_path=FLEET_FILE, mig_state_dir=None) -> list:
+    """Return Node objects for every node of fleet.yml, named exactly like the node containers. With
+    ``mig_state_dir``, a GPU node's MIG state is ``<mig_state_dir>/<name>/mig-state.json``, where its node container's
+    fake NVML writes it (sandbox/images/nodes.yml mounts that directory)."""
     out = []
     for node in load_fleet(fleet_path):
         labels = {FLEET_LABEL: "true", ROLE_LABEL: node.get("variant") or "base"}
-        out.append(node_manifest(node["name"], kube_version, profile=node.get("profile"), gpu_taint=gpu_taint, labels=labels))
+        state = (os.path.join(str(mig_state_dir), node["name"], MIG_STATE_FILE)
+                 if mig_state_dir and node.get("profile") else None)
+        out.append(node_manifest(node["name"], kube_version, profile=node.get("profile"), gpu_taint=gpu_taint,
+                                 labels=labels, mig_state_path=state))
     return out
 
 

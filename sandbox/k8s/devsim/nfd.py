@@ -36,7 +36,6 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import os
 import posixpath
 import re
 import threading
@@ -48,7 +47,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from . import gfd, podconfig
 from .rules import PluginError, parse_cli_args, parse_config
-from .watcher import PROFILE_ANNOTATION, PROFILE_PATH_ANNOTATION
+from .watcher import read_node_profile
 
 GROUP, VERSION, PLURAL = "nfd.k8s-sigs.io", "v1alpha1", "nodefeatures"
 CRD_NAME = PLURAL + "." + GROUP
@@ -271,7 +270,6 @@ class NfdSimulator:
         self.generation = 0
         self.synced = set()
         self.inputs = {}  # pod uid -> what the pod read when it started (or why it fails)
-        self.profiles = {}  # path -> parsed GPU profile
 
     @classmethod
     def attach(cls, simulator):
@@ -419,21 +417,10 @@ class NfdSimulator:
     # ------------------------------------------------------------------ reconcile
 
     def _profile(self, node):
-        """The node's GPU profile (the file the fake NVML reads), as the device-manager simulator finds it."""
+        """The node's GPU profile (the file the fake NVML reads, its MIG state applied), as the device-manager
+        simulator finds it."""
         annotations = (node.get("metadata") or {}).get("annotations") or {}
-        path = annotations.get(PROFILE_PATH_ANNOTATION)
-        if not path and annotations.get(PROFILE_ANNOTATION):
-            path = os.path.join(self.sim.profiles_dir, annotations[PROFILE_ANNOTATION] + ".json")
-        if not path:
-            return None
-        if path not in self.profiles:
-            try:
-                with open(path, encoding="utf-8") as handle:
-                    self.profiles[path] = json.load(handle)
-            except (OSError, ValueError) as exc:
-                LOG.error("node %s: cannot read GPU profile %s: %s", node["metadata"]["name"], path, exc)
-                self.profiles[path] = None
-        return self.profiles[path]
+        return read_node_profile(node["metadata"]["name"], annotations, self.sim.profiles_dir)
 
     def _on(self, node, what):
         pods = [p for p in self.pods.values() if role(p)[0] == what and (node is None or p["spec"].get("nodeName") == node)]

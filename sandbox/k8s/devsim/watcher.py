@@ -43,11 +43,40 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from sandbox.fakenvml import mig_state
+
 from . import podconfig
 from .rules import RESOURCE_PREFIX, PluginError, advertised_resources, parse_config
 
 PROFILE_ANNOTATION = "sandbox.kubegpu.io/profile"
 PROFILE_PATH_ANNOTATION = "sandbox.kubegpu.io/profile-path"
+MIG_STATE_ANNOTATION = "sandbox.kubegpu.io/mig-state-path"
+
+
+def read_node_profile(node_name: str, annotations: dict, profiles_dir: str):
+    """The GPU profile of a node as its fake NVML reports it: the profile file its annotations name, with the MIG
+    state its node container's fake NVML wrote (``sandbox.kubegpu.io/mig-state-path``, when the file exists) applied
+    by :func:`sandbox.fakenvml.mig_state.effective`. None for a node without GPUs or a profile that cannot be read."""
+    path = annotations.get(PROFILE_PATH_ANNOTATION)
+    if not path:
+        profile_name = annotations.get(PROFILE_ANNOTATION)
+        if not profile_name:
+            return None
+        path = os.path.join(profiles_dir, profile_name + ".json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            profile = json.load(handle)
+    except (OSError, ValueError) as exc:
+        LOG.error("node %s: cannot read GPU profile %s: %s", node_name, path, exc)
+        return None
+    state_path = annotations.get(MIG_STATE_ANNOTATION)
+    if not state_path:
+        return profile
+    try:
+        return mig_state.effective(profile, mig_state.load(state_path))
+    except (OSError, ValueError, mig_state.StateError) as exc:
+        LOG.error("node %s: cannot apply the MIG state %s: %s", node_name, state_path, exc)
+        return None
 STATE_ANNOTATION = "sandbox.kubegpu.io/device-plugin"
 WATCH_TIMEOUT_S = 240
 MAX_CONSECUTIVE_FAILURES = 20
@@ -203,20 +232,9 @@ class Simulator:
         return _configmap_data(json.loads(resp.data))
 
     def load_profile(self, node_name: str):
-        """Return the parsed GPU profile of a node, or None for a node without GPUs."""
+        """Return the parsed GPU profile of a node (its MIG state applied), or None for a node without GPUs."""
         annotations = (self.nodes.get(node_name) or {}).get("annotations") or {}
-        path = annotations.get(PROFILE_PATH_ANNOTATION)
-        if not path:
-            profile_name = annotations.get(PROFILE_ANNOTATION)
-            if not profile_name:
-                return None
-            path = os.path.join(self.profiles_dir, profile_name + ".json")
-        try:
-            with open(path, encoding="utf-8") as handle:
-                return json.load(handle)
-        except (OSError, ValueError) as exc:
-            LOG.error("node %s: cannot read GPU profile %s: %s", node_name, path, exc)
-            return None
+        return read_node_profile(node_name, annotations, self.profiles_dir)
 
     # ------------------------------------------------------------------ reconcile
 
