@@ -44,7 +44,8 @@ NVLINK_MAX_LINKS = 36
 XID_KEYS = ['xid', 'after_ms', 'gpu_instance_id', 'compute_instance_id']
 EVENT_TYPES = ['single_bit_ecc', 'double_bit_ecc', 'pstate', 'xid_critical', 'clock', 'power_source_change',
                'mig_config_change']
-MIG_KEYS = ['capable', 'current', 'pending', 'max_devices', 'devices']
+MIG_KEYS = ['capable', 'current', 'pending', 'max_devices', 'mode_change', 'devices']
+MODE_CHANGES = ['immediate', 'reset']
 MIG_DEVICE_KEYS = ['uuid', 'profile', 'gpu_instance_slices', 'compute_instance_slices', 'memory_mib',
                    'multiprocessor_count', 'gpu_instance_id', 'compute_instance_id', 'copy_engine_count',
                    'decoder_count', 'encoder_count', 'jpeg_count', 'ofa_count', 'gpu_instance_profile',
@@ -220,6 +221,8 @@ def _mig(device, base, name, known):
     max_devices = _integer(mig, mbase, 'max_devices', False, 1, 16, default=7 if capable else 0)
     if not capable:
         max_devices = 0
+    if 'mode_change' in mig:
+        _enum(mig, mbase, 'mode_change', 'mode change', MODE_CHANGES)
     present, devices = _member(mig, mbase, 'devices', False)
     if not present:
         return []

@@ -79,6 +79,21 @@ const char *const fake_api_names[] = {
     "nvmlComputeInstanceGetInfo_v2",
     "nvmlDeviceGetGpuInstances",
     "nvmlGpuInstanceGetComputeInstances",
+    "nvmlDeviceSetMigMode",
+    "nvmlDeviceGetGpuInstanceProfileInfoV",
+    "nvmlDeviceGetGpuInstanceProfileInfoByIdV",
+    "nvmlDeviceGetGpuInstancePossiblePlacements",
+    "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+    "nvmlDeviceGetGpuInstanceRemainingCapacity",
+    "nvmlDeviceCreateGpuInstance",
+    "nvmlDeviceCreateGpuInstanceWithPlacement",
+    "nvmlGpuInstanceDestroy",
+    "nvmlGpuInstanceGetComputeInstanceProfileInfoV",
+    "nvmlGpuInstanceGetComputeInstancePossiblePlacements",
+    "nvmlGpuInstanceGetComputeInstanceRemainingCapacity",
+    "nvmlGpuInstanceCreateComputeInstance",
+    "nvmlGpuInstanceCreateComputeInstanceWithPlacement",
+    "nvmlComputeInstanceDestroy",
     "nvmlDeviceGetTopologyCommonAncestor",
     "nvmlDeviceGetNvLinkState",
     "nvmlDeviceGetNvLinkRemotePciInfo",
@@ -145,14 +160,15 @@ static nvmlReturn_t injected(const struct nvmlDevice_st *d, const char *fn)
     return lookup_err(&g_prof->errors, fn);
 }
 
-/* A handle is valid when it points at an entry of the current device table. */
+/* A handle is valid when it points at an entry of the current device table: a GPU, or a MIG device slot that a
+ * compute instance occupies (a destroyed compute instance's handle is invalid, as NVML documents). */
 static int handle_ok(nvmlDevice_t h)
 {
     uintptr_t p = (uintptr_t)h;
     uintptr_t lo = (uintptr_t)g_prof->devs;
     uintptr_t hi = (uintptr_t)(g_prof->devs + g_prof->dev_count);
 
-    return h != NULL && p >= lo && p < hi && (p - lo) % sizeof(*g_prof->devs) == 0;
+    return h != NULL && p >= lo && p < hi && (p - lo) % sizeof(*g_prof->devs) == 0 && (!h->is_mig || h->live);
 }
 
 static nvmlReturn_t put_str(char *buf, unsigned int length, const char *s)
@@ -186,6 +202,33 @@ static nvmlReturn_t put_str(char *buf, unsigned int length, const char *s)
         return rc_;                                                         \
     } while (0)
 
+/* Run impl under the write lock (MIG reconfiguration) once the library is initialised. */
+#define LOCKED_W(expr)                                                      \
+    do {                                                                    \
+        nvmlReturn_t rc_;                                                   \
+        pthread_rwlock_wrlock(&g_lock);                                     \
+        rc_ = g_refcount > 0 ? (expr) : NVML_ERROR_UNINITIALIZED;           \
+        pthread_rwlock_unlock(&g_lock);                                     \
+        return rc_;                                                         \
+    } while (0)
+
+/* Before a call that reads the MIG layout: take another process's change to the state file (mig.c). */
+static void mig_sync(void)
+{
+    if (!fake_mig_state_changed())
+        return;
+    pthread_rwlock_wrlock(&g_lock);
+    if (g_refcount > 0 && fake_mig_state_changed())
+        fake_mig_state_reload(g_prof);
+    pthread_rwlock_unlock(&g_lock);
+}
+
+#define MIG_LOCKED(expr)                                                    \
+    do {                                                                    \
+        mig_sync();                                                         \
+        LOCKED(expr);                                                       \
+    } while (0)
+
 /* ------------------------------------------------------- init / shutdown */
 
 static const char *profile_path(void)
@@ -208,6 +251,13 @@ static nvmlReturn_t do_init(const char *entry)
         return NVML_SUCCESS;
     }
     rc = fake_profile_load(profile_path(), &p, msg, sizeof(msg));
+    if (rc == NVML_SUCCESS) {
+        rc = fake_mig_state_init(p, msg, sizeof(msg));   /* the MIG layouts the state file keeps */
+        if (rc != NVML_SUCCESS) {
+            fake_profile_free(p);
+            p = NULL;
+        }
+    }
     if (rc == NVML_SUCCESS) {
         rc = lookup_err(&p->errors, entry);
         if (rc == NVML_SUCCESS)
@@ -402,14 +452,14 @@ static nvmlReturn_t by_uuid(const char *uuid, nvmlDevice_t *device)
     if (uuid == NULL || device == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
     for (unsigned int i = 0; i < g_prof->dev_count; i++)
-        if (strcasecmp(g_prof->devs[i].uuid, uuid) == 0)
+        if (handle_ok(&g_prof->devs[i]) && strcasecmp(g_prof->devs[i].uuid, uuid) == 0)
             return hand_out(&g_prof->devs[i], "nvmlDeviceGetHandleByUUID", device);
     return NVML_ERROR_NOT_FOUND;
 }
 
 API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
 {
-    LOCKED(by_uuid(uuid, device));
+    MIG_LOCKED(by_uuid(uuid, device));
 }
 
 /* Accepts domain:bus:device.function, domain:bus:device and bus:device.function (hex). */
@@ -684,7 +734,7 @@ static nvmlReturn_t get_mig_mode(nvmlDevice_t h, unsigned int *current, unsigned
 
 API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode)
 {
-    LOCKED(get_mig_mode(device, currentMode, pendingMode));
+    MIG_LOCKED(get_mig_mode(device, currentMode, pendingMode));
 }
 
 static nvmlReturn_t get_max_mig(nvmlDevice_t h, unsigned int *count)
@@ -699,7 +749,7 @@ static nvmlReturn_t get_max_mig(nvmlDevice_t h, unsigned int *count)
 
 API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
 {
-    LOCKED(get_max_mig(device, count));
+    MIG_LOCKED(get_max_mig(device, count));
 }
 
 static nvmlReturn_t get_mig_by_index(nvmlDevice_t h, unsigned int index, nvmlDevice_t *mig)
@@ -707,7 +757,7 @@ static nvmlReturn_t get_mig_by_index(nvmlDevice_t h, unsigned int index, nvmlDev
     DEV_PROLOGUE(h, mig, "nvmlDeviceGetMigDeviceHandleByIndex");
     if (h->is_mig || !h->mig_capable || !h->mig_current || index >= h->mig_max_devices)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (index >= h->mig_count)
+    if (!h->mig_first[index].live)
         return NVML_ERROR_NOT_FOUND;   /* a free slot: no compute instance there */
     *mig = &h->mig_first[index];
     return NVML_SUCCESS;
@@ -715,7 +765,7 @@ static nvmlReturn_t get_mig_by_index(nvmlDevice_t h, unsigned int index, nvmlDev
 
 API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice)
 {
-    LOCKED(get_mig_by_index(device, index, migDevice));
+    MIG_LOCKED(get_mig_by_index(device, index, migDevice));
 }
 
 static nvmlReturn_t is_mig_handle(nvmlDevice_t h, unsigned int *is_mig)
@@ -1057,43 +1107,21 @@ API nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, uns
 /*
  * What go-nvlib reads to name a MIG device the way NVIDIA's device plugin and GFD do (go-nvlib
  * pkg/nvlib/device/mig_device.go, GetProfile): the GPU instance and compute instance behind the MIG device, their
- * profile ids, and the profile constants whose info carries those ids. A compute instance handle is the MIG
- * device's own entry; a GPU instance handle is the entry of the first MIG device of that GPU instance (whose
- * gpu_instance_slices and gpu_instance_profile stand for the instance). Placements start at 0.
+ * profile ids, and the profile constants whose info carries those ids; and what mig-parted calls to change a layout
+ * (pkg/mig/config/config.go SetMigConfig / ClearMigConfig: GetGpuInstanceProfileInfo, CreateGpuInstance,
+ * GetComputeInstanceProfileInfo, CreateComputeInstance, Destroy). A GPU instance handle points at the GPU's
+ * struct fake_gi entry; a compute instance handle is the MIG device's own entry (its slot). Profile tables,
+ * placements and the state file are mig.c's.
  */
 
-/* The profile id NVML reports for a GPU instance profile constant: nvidia-smi's ids on A100 and H100 (7g 0, 4g 5,
- * 3g 9, 2g 14, 1g.20gb 15, 1g 19, 1g+me 20); other constants get 100 + the constant (this fake's). */
-static unsigned int gi_profile_id(unsigned int profile)
+static int gi_ok(nvmlGpuInstance_t h)
 {
-    switch (profile) {
-    case 0x4: return 0;
-    case 0x3: return 5;
-    case 0x2: return 9;
-    case 0x1: return 14;
-    case 0x9: return 15;
-    case 0x0: return 19;
-    case 0x7: return 20;
-    default: return 100 + profile;
-    }
-}
+    struct fake_gi *gi = (struct fake_gi *)h;
+    uintptr_t p = (uintptr_t)gi;
+    uintptr_t lo = (uintptr_t)g_prof->gis;
+    uintptr_t hi = (uintptr_t)(g_prof->gis + g_prof->gi_count);
 
-static const unsigned int ci_slices_of_profile[NVML_COMPUTE_INSTANCE_PROFILE_COUNT] = {1, 2, 3, 4, 7, 8, 6, 1, 7};
-
-/* The first MIG device of GPU instance gi_id under GPU g, or NULL. */
-static struct nvmlDevice_st *gi_head(const struct nvmlDevice_st *g, unsigned int gi_id)
-{
-    for (unsigned int i = 0; i < g->mig_count; i++)
-        if (g->mig_first[i].gi_id == gi_id)
-            return &g->mig_first[i];
-    return NULL;
-}
-
-static int gi_ok(nvmlGpuInstance_t gi)
-{
-    struct nvmlDevice_st *d = (struct nvmlDevice_st *)gi;
-
-    return handle_ok(d) && d->is_mig && gi_head(d->parent, d->gi_id) == d;
+    return gi != NULL && p >= lo && p < hi && (p - lo) % sizeof(*g_prof->gis) == 0 && gi->live;
 }
 
 static int ci_ok(nvmlComputeInstance_t ci)
@@ -1103,32 +1131,71 @@ static int ci_ok(nvmlComputeInstance_t ci)
     return handle_ok(d) && d->is_mig;
 }
 
-static nvmlReturn_t gi_profile_info(nvmlDevice_t h, unsigned int profile, nvmlGpuInstanceProfileInfo_t *info)
+/* The NVML_GPU_INSTANCE_PROFILE_* constant whose profile id is id, or -1. */
+static int gi_constant_of_id(unsigned int id)
 {
-    const struct nvmlDevice_st *m = NULL;
+    for (unsigned int c = 0; c < NVML_GPU_INSTANCE_PROFILE_COUNT; c++)
+        if (fake_gi_profile_id(c) == id)
+            return (int)c;
+    return -1;
+}
 
-    DEV_PROLOGUE(h, info, "nvmlDeviceGetGpuInstanceProfileInfo");
+/* GPU g's table entry of a profile id (an id no constant has was refused before): NOT_SUPPORTED when g does not
+ * offer it ("If ... profileId isn't supported", nvml.h). */
+static nvmlReturn_t entry_of_id(const struct nvmlDevice_st *g, unsigned int id, const struct fake_gip **e,
+                                unsigned int *constant)
+{
+    int c = gi_constant_of_id(id);
+
+    if (c < 0 || !g->mig_capable || !g->gip[c].present)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *e = &g->gip[c];
+    *constant = (unsigned int)c;
+    return NVML_SUCCESS;
+}
+
+/* "MIG <profile>" as nvidia-smi mig -lgip / -lcip names a profile, for the versioned infos' name. */
+static void info_name(const struct nvmlDevice_st *g, unsigned int constant, unsigned int ci_slices, char *out,
+                      size_t outlen)
+{
+    char profile[NVML_DEVICE_NAME_V2_BUFFER_SIZE - 4];
+
+    fake_profile_name(g, constant, ci_slices, profile, sizeof(profile));
+    snprintf(out, outlen, "MIG %s", profile);
+}
+
+/* The table entry behind a GPU instance profile constant; a MIG handle or a constant >= the count: INVALID_ARGUMENT
+ * (callers enumerate constants until then, nvml.h); not MIG capable or not offered: NOT_SUPPORTED. */
+static nvmlReturn_t entry_of_constant(nvmlDevice_t h, unsigned int profile, const struct fake_gip **e)
+{
     if (h->is_mig || profile >= NVML_GPU_INSTANCE_PROFILE_COUNT)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (!h->mig_capable)
+    if (!h->mig_capable || !h->gip[profile].present)
         return NVML_ERROR_NOT_SUPPORTED;
-    for (unsigned int i = 0; m == NULL && i < h->mig_count; i++)
-        if (h->mig_first[i].gi_profile == profile)
-            m = gi_head(h, h->mig_first[i].gi_id);
-    if (m == NULL)
-        return NVML_ERROR_NOT_SUPPORTED;   /* this fake knows the profiles of the instances its profile lists */
+    *e = &h->gip[profile];
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t gi_profile_info(nvmlDevice_t h, unsigned int profile, nvmlGpuInstanceProfileInfo_t *info)
+{
+    const struct fake_gip *e = NULL;
+    nvmlReturn_t rc;
+
+    DEV_PROLOGUE(h, info, "nvmlDeviceGetGpuInstanceProfileInfo");
+    rc = entry_of_constant(h, profile, &e);
+    if (rc != NVML_SUCCESS)
+        return rc;
     memset(info, 0, sizeof(*info));
-    info->id = gi_profile_id(profile);
-    info->sliceCount = m->gi_slices;
-    /* the media-extension profiles (+me) fit once per GPU: "1g.10gb+me ... 1/1" in nvidia-smi mig -lgip */
-    info->instanceCount = (profile == 0x7 || profile == 0x8) ? 1 : h->mig_max_devices / m->gi_slices;
-    info->multiprocessorCount = m->multiprocessor_count * m->gi_slices / m->ci_slices;
-    info->copyEngineCount = m->copy_engines;
-    info->decoderCount = m->decoders;
-    info->encoderCount = m->encoders;
-    info->jpegCount = m->jpegs;
-    info->ofaCount = m->ofas;
-    info->memorySizeMB = m->memory_total_mib;
+    info->id = e->id;
+    info->sliceCount = e->slices;
+    info->instanceCount = e->instances;
+    info->multiprocessorCount = e->sms;
+    info->copyEngineCount = e->copy_engines;
+    info->decoderCount = e->decoders;
+    info->encoderCount = e->encoders;
+    info->jpegCount = e->jpegs;
+    info->ofaCount = e->ofas;
+    info->memorySizeMB = e->memory_mib;
     return NVML_SUCCESS;
 }
 
@@ -1138,64 +1205,436 @@ API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsign
     LOCKED(gi_profile_info(device, profile, info));
 }
 
+/* The versioned infos fill nvmlGpuInstanceProfileInfo_v2_t or _v3_t by their version field; another version is
+ * INVALID_ARGUMENT ("If ... info->version are invalid", nvml.h). */
+static nvmlReturn_t gi_profile_info_v(nvmlDevice_t h, unsigned int profile, int by_id,
+                                      nvmlGpuInstanceProfileInfo_v2_t *info)
+{
+    const char *fn = by_id ? "nvmlDeviceGetGpuInstanceProfileInfoByIdV" : "nvmlDeviceGetGpuInstanceProfileInfoV";
+    const struct fake_gip *e = NULL;
+    unsigned int version, constant = profile;
+    nvmlReturn_t rc;
+
+    if (!handle_ok(h) || info == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    version = info->version;
+    if (version != nvmlGpuInstanceProfileInfo_v2 && version != nvmlGpuInstanceProfileInfo_v3)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (by_id) {
+        int c = gi_constant_of_id(profile);
+
+        if (c < 0 || h->is_mig)
+            return NVML_ERROR_INVALID_ARGUMENT;
+        constant = (unsigned int)c;
+    }
+    rc = injected(h, fn);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    rc = entry_of_constant(h, constant, &e);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (version == nvmlGpuInstanceProfileInfo_v2) {
+        memset(info, 0, sizeof(*info));
+        info->version = version;
+        info->id = e->id;
+        info->sliceCount = e->slices;
+        info->instanceCount = e->instances;
+        info->multiprocessorCount = e->sms;
+        info->copyEngineCount = e->copy_engines;
+        info->decoderCount = e->decoders;
+        info->encoderCount = e->encoders;
+        info->jpegCount = e->jpegs;
+        info->ofaCount = e->ofas;
+        info->memorySizeMB = e->memory_mib;
+        info_name(h, constant, e->slices, info->name, sizeof(info->name));
+    } else {
+        nvmlGpuInstanceProfileInfo_v3_t *v3 = (nvmlGpuInstanceProfileInfo_v3_t *)info;
+
+        memset(v3, 0, sizeof(*v3));
+        v3->version = version;
+        v3->id = e->id;
+        v3->sliceCount = e->slices;
+        v3->instanceCount = e->instances;
+        v3->multiprocessorCount = e->sms;
+        v3->copyEngineCount = e->copy_engines;
+        v3->decoderCount = e->decoders;
+        v3->encoderCount = e->encoders;
+        v3->jpegCount = e->jpegs;
+        v3->ofaCount = e->ofas;
+        v3->memorySizeMB = e->memory_mib;
+        info_name(h, constant, e->slices, v3->name, sizeof(v3->name));
+    }
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned int profile,
+                                                      nvmlGpuInstanceProfileInfo_v2_t *info)
+{
+    LOCKED(gi_profile_info_v(device, profile, 0, info));
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t device, unsigned int profileId,
+                                                          nvmlGpuInstanceProfileInfo_v2_t *info)
+{
+    LOCKED(gi_profile_info_v(device, profileId, 1, info));
+}
+
+/* Every placement of a profile, free or not ("regardless of whether MIG is enabled or not", nvml.h); placements NULL:
+ * only the count; a buffer smaller than the count: INSUFFICIENT_SIZE with the count. */
+static nvmlReturn_t gi_placements(nvmlDevice_t h, unsigned int profile_id, nvmlInstancePlacement_t *placements,
+                                  unsigned int *count, const char *fn)
+{
+    const struct fake_gip *e = NULL;
+    unsigned int constant;
+    nvmlReturn_t rc;
+
+    if (!handle_ok(h) || count == NULL || h->is_mig || gi_constant_of_id(profile_id) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = injected(h, fn);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    rc = entry_of_id(h, profile_id, &e, &constant);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (placements != NULL && *count < e->placement_count) {
+        *count = e->placement_count;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int k = 0; placements != NULL && k < e->placement_count; k++) {
+        placements[k].start = e->starts[k];
+        placements[k].size = e->mem_slices;
+    }
+    *count = e->placement_count;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device, unsigned int profileId,
+                                                               nvmlInstancePlacement_t *placements,
+                                                               unsigned int *count)
+{
+    LOCKED(gi_placements(device, profileId, placements, count, "nvmlDeviceGetGpuInstancePossiblePlacements_v2"));
+}
+
+/* The first version (go-nvml falls back to it when _v2 is missing) answers the same. */
+API nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t device, unsigned int profileId,
+                                                            nvmlInstancePlacement_t *placements, unsigned int *count)
+{
+    LOCKED(gi_placements(device, profileId, placements, count, "nvmlDeviceGetGpuInstancePossiblePlacements"));
+}
+
+/* Whether a GPU instance may go at this placement: its memory slices free and its id (the span's swizzId) unused. */
+static int gi_place_ok(const struct nvmlDevice_st *g, unsigned int start, unsigned int size)
+{
+    unsigned int id = fake_swizz_id(start, size);
+
+    for (unsigned int k = 0; k < g->mig_max_devices; k++)
+        if (g->gis[k].live && g->gis[k].id == id)
+            return 0;
+    return fake_gi_span_free(g, start, size);
+}
+
+/* How many more instances of a profile fit: the profile's instance count less the existing ones, and at most the
+ * placements that are free together (taken in order; with power-of-two aligned spans that is the most there are). */
+static unsigned int gi_capacity(struct nvmlDevice_st *g, unsigned int constant)
+{
+    const struct fake_gip *e = &g->gip[constant];
+    unsigned int have = fake_gpu_gi_count(g, constant), n = 0;
+    unsigned int chosen[FAKE_MIG_MEMORY_SLICES];
+
+    for (unsigned int k = 0; k < e->placement_count; k++) {
+        int ok = gi_place_ok(g, e->starts[k], e->mem_slices);
+
+        for (unsigned int j = 0; ok && j < n; j++)
+            ok = e->starts[k] >= chosen[j] + e->mem_slices || chosen[j] >= e->starts[k] + e->mem_slices;
+        if (ok)
+            chosen[n++] = e->starts[k];
+    }
+    if (have >= e->instances)
+        return 0;
+    return n < e->instances - have ? n : e->instances - have;
+}
+
+static nvmlReturn_t gi_remaining(nvmlDevice_t h, unsigned int profile_id, unsigned int *count)
+{
+    const struct fake_gip *e = NULL;
+    unsigned int constant;
+    nvmlReturn_t rc;
+
+    if (!handle_ok(h) || count == NULL || h->is_mig || gi_constant_of_id(profile_id) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = injected(h, "nvmlDeviceGetGpuInstanceRemainingCapacity");
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!h->mig_capable || !h->mig_current)
+        return NVML_ERROR_NOT_SUPPORTED;   /* "If device doesn't have MIG mode enabled" (nvml.h) */
+    rc = entry_of_id(h, profile_id, &e, &constant);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    *count = gi_capacity(h, constant);
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profileId,
+                                                           unsigned int *count)
+{
+    MIG_LOCKED(gi_remaining(device, profileId, count));
+}
+
+/* A mutation could not start or end: the detail line of a malformed state file for nvmlErrorString. */
+static nvmlReturn_t txn_failed(nvmlReturn_t rc, const char *msg)
+{
+    if (rc == NVML_ERROR_UNKNOWN && msg[0] != '\0')
+        snprintf(g_detail, sizeof(g_detail), "%s", msg);
+    return rc;
+}
+
+/*
+ * nvmlDeviceSetMigMode. Changing the mode while GPU instances exist answers IN_USE and changes nothing (the driver
+ * will not switch a GPU whose instances are in use; nvml.h: activationStatus IN_USE "if device unbind fails because
+ * the device isn't idle"). mig.mode_change "immediate" (default): the mode is current at once, activationStatus
+ * SUCCESS; "reset": only the pending mode changes and activationStatus is RESET_REQUIRED, as where a GPU reset or a
+ * reboot must activate it (nvml.h: "VM reboot is required ... NVML_ERROR_RESET_REQUIRED"); mig_state.py reset plays
+ * that reset. Requesting the current mode cancels a pending change.
+ */
+static nvmlReturn_t set_mig_mode(nvmlDevice_t h, unsigned int mode, nvmlReturn_t *status)
+{
+    char msg[FAKE_MSG_MAX];
+    struct fake_txn t;
+    nvmlReturn_t rc;
+    int busy = 0;
+
+    if (!handle_ok(h) || status == NULL || h->is_mig || mode > NVML_DEVICE_MIG_ENABLE)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = injected(h, "nvmlDeviceSetMigMode");
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!h->mig_capable)
+        return NVML_ERROR_NOT_SUPPORTED;
+    rc = fake_txn_begin(g_prof, &t, msg, sizeof(msg));
+    if (rc != NVML_SUCCESS)
+        return txn_failed(rc, msg);
+    for (unsigned int k = 0; k < h->mig_max_devices; k++)
+        busy |= h->gis[k].live;
+    if ((int)mode != h->mig_current && busy) {
+        fake_txn_abort(g_prof, &t, h);
+        *status = NVML_ERROR_IN_USE;
+        return NVML_ERROR_IN_USE;
+    }
+    h->mig_pending = (int)mode;
+    if (!h->mig_reset_required)
+        h->mig_current = (int)mode;
+    rc = fake_txn_commit(g_prof, &t, h);
+    if (rc == NVML_SUCCESS)
+        *status = h->mig_current == h->mig_pending ? NVML_SUCCESS : NVML_ERROR_RESET_REQUIRED;
+    return rc;
+}
+
+API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activationStatus)
+{
+    LOCKED_W(set_mig_mode(device, mode, activationStatus));
+}
+
+/*
+ * nvmlDeviceCreateGpuInstance (placement NULL: the first free placement the profile lists) and
+ * nvmlDeviceCreateGpuInstanceWithPlacement. The id is the swizzId of the placement's span, as nvidia-smi shows GPU
+ * instance ids (7-13 for 1g, 3-5 for 2g, 1-2 for 3g). MIG off: NOT_SUPPORTED; a profile id no constant has:
+ * INVALID_ARGUMENT; one the GPU does not offer, or one this fake cannot place (no geometry): NOT_SUPPORTED; a
+ * placement not in the profile's list: INVALID_ARGUMENT; no room (the profile's instance count reached, or the
+ * memory slices taken): INSUFFICIENT_RESOURCES.
+ */
+static nvmlReturn_t create_gi(nvmlDevice_t h, unsigned int profile_id, int with_placement,
+                              const nvmlInstancePlacement_t *placement, nvmlGpuInstance_t *out, const char *fn)
+{
+    const struct fake_gip *e = NULL;
+    struct fake_gi *gi = NULL;
+    unsigned int constant = 0, start = 0;
+    char msg[FAKE_MSG_MAX];
+    struct fake_txn t;
+    nvmlReturn_t rc;
+    int found = 0;
+
+    if (!handle_ok(h) || out == NULL || h->is_mig || (with_placement && placement == NULL)
+        || gi_constant_of_id(profile_id) < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = injected(h, fn);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!h->mig_capable)
+        return NVML_ERROR_NOT_SUPPORTED;
+    rc = fake_txn_begin(g_prof, &t, msg, sizeof(msg));
+    if (rc != NVML_SUCCESS)
+        return txn_failed(rc, msg);
+    rc = h->mig_current ? entry_of_id(h, profile_id, &e, &constant) : NVML_ERROR_NOT_SUPPORTED;
+    if (rc == NVML_SUCCESS && e->placement_count == 0)
+        rc = NVML_ERROR_NOT_SUPPORTED;
+    if (rc == NVML_SUCCESS && with_placement) {
+        for (unsigned int k = 0; k < e->placement_count; k++)
+            found |= e->starts[k] == placement->start;
+        if (!found || placement->size != e->mem_slices)
+            rc = NVML_ERROR_INVALID_ARGUMENT;
+        else if (!gi_place_ok(h, placement->start, e->mem_slices))
+            rc = NVML_ERROR_INSUFFICIENT_RESOURCES;
+        start = placement->start;
+    } else if (rc == NVML_SUCCESS) {
+        for (unsigned int k = 0; k < e->placement_count && !found; k++) {
+            if (gi_place_ok(h, e->starts[k], e->mem_slices)) {
+                start = e->starts[k];
+                found = 1;
+            }
+        }
+        if (!found)
+            rc = NVML_ERROR_INSUFFICIENT_RESOURCES;
+    }
+    if (rc == NVML_SUCCESS && fake_gpu_gi_count(h, constant) >= e->instances)
+        rc = NVML_ERROR_INSUFFICIENT_RESOURCES;
+    for (unsigned int k = 0; rc == NVML_SUCCESS && k < h->mig_max_devices && gi == NULL; k++)
+        if (!h->gis[k].live)
+            gi = &h->gis[k];
+    if (rc == NVML_SUCCESS && gi == NULL)
+        rc = NVML_ERROR_INSUFFICIENT_RESOURCES;
+    if (rc != NVML_SUCCESS) {
+        fake_txn_abort(g_prof, &t, h);
+        return rc;
+    }
+    gi->id = fake_swizz_id(start, e->mem_slices);
+    gi->profile = constant;
+    gi->start = start;
+    gi->size = e->mem_slices;
+    gi->live = 1;
+    rc = fake_txn_commit(g_prof, &t, h);
+    if (rc == NVML_SUCCESS)
+        *out = (nvmlGpuInstance_t)gi;
+    return rc;
+}
+
+API nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t device, unsigned int profileId,
+                                             nvmlGpuInstance_t *gpuInstance)
+{
+    LOCKED_W(create_gi(device, profileId, 0, NULL, gpuInstance, "nvmlDeviceCreateGpuInstance"));
+}
+
+API nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t device, unsigned int profileId,
+                                                          const nvmlInstancePlacement_t *placement,
+                                                          nvmlGpuInstance_t *gpuInstance)
+{
+    LOCKED_W(create_gi(device, profileId, 1, placement, gpuInstance, "nvmlDeviceCreateGpuInstanceWithPlacement"));
+}
+
+/* After the refresh a mutation starts with, a GPU instance handle must still be the same instance (another process
+ * may have destroyed it, or put another instance in its entry). */
+struct gi_identity {
+    unsigned int id, profile, start;
+};
+
+static struct gi_identity gi_identity_of(const struct fake_gi *gi)
+{
+    struct gi_identity who = {gi->id, gi->profile, gi->start};
+
+    return who;
+}
+
+static int gi_still(nvmlGpuInstance_t h, struct gi_identity who)
+{
+    const struct fake_gi *gi = (const struct fake_gi *)h;
+
+    return gi_ok(h) && gi->id == who.id && gi->profile == who.profile && gi->start == who.start;
+}
+
+/* nvmlGpuInstanceDestroy: IN_USE while compute instances exist ("compute instances are active", nvml.h). */
+static nvmlReturn_t destroy_gi(nvmlGpuInstance_t h)
+{
+    struct fake_gi *gi = (struct fake_gi *)h;
+    struct gi_identity who;
+    char msg[FAKE_MSG_MAX];
+    struct fake_txn t;
+    nvmlReturn_t rc;
+
+    if (!gi_ok(h))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = injected(gi->gpu, "nvmlGpuInstanceDestroy");
+    if (rc != NVML_SUCCESS)
+        return rc;
+    who = gi_identity_of(gi);
+    rc = fake_txn_begin(g_prof, &t, msg, sizeof(msg));
+    if (rc != NVML_SUCCESS)
+        return txn_failed(rc, msg);
+    if (!gi_still(h, who))
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    else if (fake_gi_ci_count(gi) > 0)
+        rc = NVML_ERROR_IN_USE;
+    if (rc != NVML_SUCCESS) {
+        fake_txn_abort(g_prof, &t, gi->gpu);
+        return rc;
+    }
+    gi->live = 0;
+    return fake_txn_commit(g_prof, &t, gi->gpu);
+}
+
+API nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
+{
+    LOCKED_W(destroy_gi(gpuInstance));
+}
+
 static nvmlReturn_t gi_by_id(nvmlDevice_t h, unsigned int id, nvmlGpuInstance_t *gi)
 {
-    struct nvmlDevice_st *m;
-
     DEV_PROLOGUE(h, gi, "nvmlDeviceGetGpuInstanceById");
     if (h->is_mig)
         return NVML_ERROR_INVALID_ARGUMENT;
     if (!h->mig_capable || !h->mig_current)
         return NVML_ERROR_NOT_SUPPORTED;
-    m = gi_head(h, id);
-    if (m == NULL)
-        return NVML_ERROR_NOT_FOUND;
-    *gi = (nvmlGpuInstance_t)m;
-    return NVML_SUCCESS;
+    for (unsigned int k = 0; k < h->mig_max_devices; k++) {
+        if (h->gis[k].live && h->gis[k].id == id) {
+            *gi = (nvmlGpuInstance_t)&h->gis[k];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
 }
 
 API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t *gpuInstance)
 {
-    LOCKED(gi_by_id(device, id, gpuInstance));
+    MIG_LOCKED(gi_by_id(device, id, gpuInstance));
 }
 
-static nvmlReturn_t gi_info(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t *info)
+/* Placement: start and size in memory slices (nvml.h: "Index of first occupied memory slice"). */
+static nvmlReturn_t gi_info(nvmlGpuInstance_t h, nvmlGpuInstanceInfo_t *info)
 {
-    struct nvmlDevice_st *m = (struct nvmlDevice_st *)gi;
+    struct fake_gi *gi = (struct fake_gi *)h;
     nvmlReturn_t rc;
 
-    if (!gi_ok(gi) || info == NULL)
+    if (!gi_ok(h) || info == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
-    rc = injected(m->parent, "nvmlGpuInstanceGetInfo");
+    rc = injected(gi->gpu, "nvmlGpuInstanceGetInfo");
     if (rc != NVML_SUCCESS)
         return rc;
     memset(info, 0, sizeof(*info));
-    info->device = m->parent;
-    info->id = m->gi_id;
-    info->profileId = gi_profile_id(m->gi_profile);
-    info->placement.size = m->gi_slices;
+    info->device = gi->gpu;
+    info->id = gi->id;
+    info->profileId = fake_gi_profile_id(gi->profile);
+    info->placement.start = gi->start;
+    info->placement.size = gi->size;
     return NVML_SUCCESS;
 }
 
 API nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t *info)
 {
-    LOCKED(gi_info(gpuInstance, info));
+    MIG_LOCKED(gi_info(gpuInstance, info));
 }
 
-static nvmlReturn_t ci_by_id(nvmlGpuInstance_t gi, unsigned int id, nvmlComputeInstance_t *ci)
+static nvmlReturn_t ci_by_id(nvmlGpuInstance_t h, unsigned int id, nvmlComputeInstance_t *ci)
 {
-    struct nvmlDevice_st *head = (struct nvmlDevice_st *)gi;
+    struct fake_gi *gi = (struct fake_gi *)h;
     struct nvmlDevice_st *g;
     nvmlReturn_t rc;
 
-    if (!gi_ok(gi) || ci == NULL)
+    if (!gi_ok(h) || ci == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
-    g = head->parent;
+    g = gi->gpu;
     rc = injected(g, "nvmlGpuInstanceGetComputeInstanceById");
     if (rc != NVML_SUCCESS)
         return rc;
-    for (unsigned int i = 0; i < g->mig_count; i++) {
-        if (g->mig_first[i].gi_id == head->gi_id && g->mig_first[i].ci_id == id) {
+    for (unsigned int i = 0; i < g->mig_max_devices; i++) {
+        if (g->mig_first[i].live && g->mig_first[i].gi == gi && g->mig_first[i].ci_id == id) {
             *ci = (nvmlComputeInstance_t)&g->mig_first[i];
             return NVML_SUCCESS;
         }
@@ -1206,35 +1645,48 @@ static nvmlReturn_t ci_by_id(nvmlGpuInstance_t gi, unsigned int id, nvmlComputeI
 API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpuInstance, unsigned int id,
                                                        nvmlComputeInstance_t *computeInstance)
 {
-    LOCKED(ci_by_id(gpuInstance, id, computeInstance));
+    MIG_LOCKED(ci_by_id(gpuInstance, id, computeInstance));
 }
 
-static nvmlReturn_t ci_profile_info(nvmlGpuInstance_t gi, unsigned int profile, unsigned int engine,
-                                    nvmlComputeInstanceProfileInfo_t *info)
+/* Compute instance profiles: every constant whose slices fit in the GPU instance, id = the constant, with the
+ * instance's share of the GPU instance's SMs and its shared engines; a larger one or an engine profile other than
+ * shared (0): NOT_SUPPORTED; constant >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT: INVALID_ARGUMENT. */
+static nvmlReturn_t ci_entry(nvmlGpuInstance_t h, unsigned int profile, unsigned int engine, const char *fn,
+                             const struct fake_gip **e)
 {
-    struct nvmlDevice_st *head = (struct nvmlDevice_st *)gi;
-    unsigned int slices, gi_sms;
-    nvmlReturn_t rc;
+    struct fake_gi *gi = (struct fake_gi *)h;
+    nvmlReturn_t rc = injected(gi->gpu, fn);
 
-    if (!gi_ok(gi) || info == NULL || profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    rc = injected(head->parent, "nvmlGpuInstanceGetComputeInstanceProfileInfo");
     if (rc != NVML_SUCCESS)
         return rc;
-    slices = ci_slices_of_profile[profile];
-    if (engine != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED || slices > head->gi_slices)
+    *e = &gi->gpu->gip[gi->profile];
+    if (engine != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED || fake_ci_slices(profile) > (*e)->slices)
         return NVML_ERROR_NOT_SUPPORTED;   /* a compute instance fits in its GPU instance */
-    gi_sms = head->multiprocessor_count * head->gi_slices / head->ci_slices;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t ci_profile_info(nvmlGpuInstance_t h, unsigned int profile, unsigned int engine,
+                                    nvmlComputeInstanceProfileInfo_t *info)
+{
+    const struct fake_gip *e = NULL;
+    unsigned int slices = fake_ci_slices(profile);
+    nvmlReturn_t rc;
+
+    if (!gi_ok(h) || info == NULL || profile >= FAKE_CI_PROFILE_COUNT)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = ci_entry(h, profile, engine, "nvmlGpuInstanceGetComputeInstanceProfileInfo", &e);
+    if (rc != NVML_SUCCESS)
+        return rc;
     memset(info, 0, sizeof(*info));
     info->id = profile;
     info->sliceCount = slices;
-    info->instanceCount = head->gi_slices / slices;
-    info->multiprocessorCount = gi_sms * slices / head->gi_slices;
-    info->sharedCopyEngineCount = head->copy_engines;
-    info->sharedDecoderCount = head->decoders;
-    info->sharedEncoderCount = head->encoders;
-    info->sharedJpegCount = head->jpegs;
-    info->sharedOfaCount = head->ofas;
+    info->instanceCount = e->slices / slices;
+    info->multiprocessorCount = e->sms * slices / e->slices;
+    info->sharedCopyEngineCount = e->copy_engines;
+    info->sharedDecoderCount = e->decoders;
+    info->sharedEncoderCount = e->encoders;
+    info->sharedJpegCount = e->jpegs;
+    info->sharedOfaCount = e->ofas;
     return NVML_SUCCESS;
 }
 
@@ -1242,7 +1694,242 @@ API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t 
                                                               unsigned int engProfile,
                                                               nvmlComputeInstanceProfileInfo_t *info)
 {
-    LOCKED(ci_profile_info(gpuInstance, profile, engProfile, info));
+    MIG_LOCKED(ci_profile_info(gpuInstance, profile, engProfile, info));
+}
+
+static nvmlReturn_t ci_profile_info_v(nvmlGpuInstance_t h, unsigned int profile, unsigned int engine,
+                                      nvmlComputeInstanceProfileInfo_v2_t *info)
+{
+    struct fake_gi *gi = (struct fake_gi *)h;
+    const struct fake_gip *e = NULL;
+    unsigned int slices = fake_ci_slices(profile), version;
+    nvmlComputeInstanceProfileInfo_t base;
+    nvmlReturn_t rc;
+
+    if (!gi_ok(h) || info == NULL || profile >= FAKE_CI_PROFILE_COUNT)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    version = info->version;
+    if (version != nvmlComputeInstanceProfileInfo_v2 && version != nvmlComputeInstanceProfileInfo_v3)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = ci_entry(h, profile, engine, "nvmlGpuInstanceGetComputeInstanceProfileInfoV", &e);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    memset(&base, 0, sizeof(base));
+    base.id = profile;
+    base.sliceCount = slices;
+    base.instanceCount = e->slices / slices;
+    base.multiprocessorCount = e->sms * slices / e->slices;
+    base.sharedCopyEngineCount = e->copy_engines;
+    base.sharedDecoderCount = e->decoders;
+    base.sharedEncoderCount = e->encoders;
+    base.sharedJpegCount = e->jpegs;
+    base.sharedOfaCount = e->ofas;
+    /* v2 and v3 share every field up to the name; v3 adds capabilities (0: no graphics) after it */
+    memset(info, 0, version == nvmlComputeInstanceProfileInfo_v3 ? sizeof(nvmlComputeInstanceProfileInfo_v3_t)
+                                                                 : sizeof(nvmlComputeInstanceProfileInfo_v2_t));
+    info->version = version;
+    memcpy(&info->id, &base, sizeof(base));
+    info_name(gi->gpu, gi->profile, slices, info->name, sizeof(info->name));
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstance_t gpuInstance, unsigned int profile,
+                                                               unsigned int engProfile,
+                                                               nvmlComputeInstanceProfileInfo_v2_t *info)
+{
+    MIG_LOCKED(ci_profile_info_v(gpuInstance, profile, engProfile, info));
+}
+
+static nvmlReturn_t ci_placements(nvmlGpuInstance_t h, unsigned int profile, nvmlInstancePlacement_t *placements,
+                                  unsigned int *count)
+{
+    struct fake_gi *gi = (struct fake_gi *)h;
+    const struct fake_gip *e = NULL;
+    unsigned int starts[FAKE_MIG_MEMORY_SLICES], n;
+    nvmlReturn_t rc;
+
+    if (!gi_ok(h) || count == NULL || profile >= FAKE_CI_PROFILE_COUNT)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = ci_entry(h, profile, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+                  "nvmlGpuInstanceGetComputeInstancePossiblePlacements", &e);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    n = fake_ci_placements(e->slices, profile, starts);
+    if (placements != NULL && *count < n) {
+        *count = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int k = 0; placements != NULL && k < n; k++) {
+        placements[k].start = starts[k];
+        placements[k].size = fake_ci_slices(profile);
+    }
+    *count = n;
+    (void)gi;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvmlGpuInstance_t gpuInstance,
+                                                                     unsigned int profileId,
+                                                                     nvmlInstancePlacement_t *placements,
+                                                                     unsigned int *count)
+{
+    MIG_LOCKED(ci_placements(gpuInstance, profileId, placements, count));
+}
+
+/* Free placements of a compute instance profile in a GPU instance, taken in order without overlapping each other. */
+static unsigned int ci_capacity(const struct fake_gi *gi, unsigned int profile, unsigned int *first)
+{
+    unsigned int starts[FAKE_MIG_MEMORY_SLICES], chosen[FAKE_MIG_MEMORY_SLICES], n = 0, size = fake_ci_slices(profile);
+    unsigned int total = fake_ci_placements(gi->gpu->gip[gi->profile].slices, profile, starts);
+
+    for (unsigned int k = 0; k < total; k++) {
+        int ok = fake_ci_span_free(gi, starts[k], size);
+
+        for (unsigned int j = 0; ok && j < n; j++)
+            ok = starts[k] >= chosen[j] + size || chosen[j] >= starts[k] + size;
+        if (ok)
+            chosen[n++] = starts[k];
+    }
+    if (first != NULL && n > 0)
+        *first = chosen[0];
+    return n;
+}
+
+static nvmlReturn_t ci_remaining(nvmlGpuInstance_t h, unsigned int profile, unsigned int *count)
+{
+    const struct fake_gip *e = NULL;
+    nvmlReturn_t rc;
+
+    if (!gi_ok(h) || count == NULL || profile >= FAKE_CI_PROFILE_COUNT)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    rc = ci_entry(h, profile, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+                  "nvmlGpuInstanceGetComputeInstanceRemainingCapacity", &e);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    *count = ci_capacity((const struct fake_gi *)h, profile, NULL);
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gpuInstance,
+                                                                    unsigned int profileId, unsigned int *count)
+{
+    MIG_LOCKED(ci_remaining(gpuInstance, profileId, count));
+}
+
+/*
+ * nvmlGpuInstanceCreateComputeInstance (the first free placement) and ...WithPlacement: the lowest free compute
+ * instance id of the GPU instance, the lowest free MIG device slot of the GPU, a UUID derived from the GPU's UUID
+ * and the two ids (mig.c). A profile that does not fit: NOT_SUPPORTED; a placement not listed: INVALID_ARGUMENT; no
+ * room: INSUFFICIENT_RESOURCES.
+ */
+static nvmlReturn_t create_ci(nvmlGpuInstance_t h, unsigned int profile, int with_placement,
+                              const nvmlInstancePlacement_t *placement, nvmlComputeInstance_t *out, const char *fn)
+{
+    struct fake_gi *gi = (struct fake_gi *)h;
+    const struct fake_gip *e = NULL;
+    struct nvmlDevice_st *g, *slot = NULL;
+    unsigned int starts[FAKE_MIG_MEMORY_SLICES], n, start = 0, id = 0, size = fake_ci_slices(profile);
+    struct gi_identity who;
+    char msg[FAKE_MSG_MAX];
+    struct fake_txn t;
+    nvmlReturn_t rc;
+    int found = 0;
+
+    if (!gi_ok(h) || out == NULL || profile >= FAKE_CI_PROFILE_COUNT || (with_placement && placement == NULL))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    g = gi->gpu;
+    rc = injected(g, fn);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    who = gi_identity_of(gi);
+    rc = fake_txn_begin(g_prof, &t, msg, sizeof(msg));
+    if (rc != NVML_SUCCESS)
+        return txn_failed(rc, msg);
+    if (!gi_still(h, who))
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    e = &g->gip[gi->profile];
+    if (rc == NVML_SUCCESS && size > e->slices)
+        rc = NVML_ERROR_NOT_SUPPORTED;
+    n = rc == NVML_SUCCESS ? fake_ci_placements(e->slices, profile, starts) : 0;
+    if (rc == NVML_SUCCESS && with_placement) {
+        for (unsigned int k = 0; k < n; k++)
+            found |= starts[k] == placement->start;
+        if (!found || placement->size != size)
+            rc = NVML_ERROR_INVALID_ARGUMENT;
+        else if (!fake_ci_span_free(gi, placement->start, size))
+            rc = NVML_ERROR_INSUFFICIENT_RESOURCES;
+        start = placement->start;
+    } else if (rc == NVML_SUCCESS && ci_capacity(gi, profile, &start) == 0) {
+        rc = NVML_ERROR_INSUFFICIENT_RESOURCES;
+    }
+    for (unsigned int k = 0; rc == NVML_SUCCESS && k < g->mig_max_devices && slot == NULL; k++)
+        if (!g->mig_first[k].live)
+            slot = &g->mig_first[k];
+    if (rc == NVML_SUCCESS && slot == NULL)
+        rc = NVML_ERROR_INSUFFICIENT_RESOURCES;
+    if (rc != NVML_SUCCESS) {
+        fake_txn_abort(g_prof, &t, g);
+        return rc;
+    }
+    for (int taken = 1; taken; id += taken) {
+        taken = 0;
+        for (unsigned int k = 0; k < g->mig_max_devices; k++)
+            taken |= g->mig_first[k].live && g->mig_first[k].gi == gi && g->mig_first[k].ci_id == id;
+    }
+    fake_ci_fill(slot, gi, id, profile, start, NULL);
+    rc = fake_txn_commit(g_prof, &t, g);
+    if (rc == NVML_SUCCESS)
+        *out = (nvmlComputeInstance_t)slot;
+    return rc;
+}
+
+API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+                                                      nvmlComputeInstance_t *computeInstance)
+{
+    LOCKED_W(create_ci(gpuInstance, profileId, 0, NULL, computeInstance, "nvmlGpuInstanceCreateComputeInstance"));
+}
+
+API nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(nvmlGpuInstance_t gpuInstance,
+                                                                   unsigned int profileId,
+                                                                   const nvmlInstancePlacement_t *placement,
+                                                                   nvmlComputeInstance_t *computeInstance)
+{
+    LOCKED_W(create_ci(gpuInstance, profileId, 1, placement, computeInstance,
+                       "nvmlGpuInstanceCreateComputeInstanceWithPlacement"));
+}
+
+/* nvmlComputeInstanceDestroy: its MIG device slot is free again (NOT_FOUND there), its handle invalid. */
+static nvmlReturn_t destroy_ci(nvmlComputeInstance_t h)
+{
+    struct nvmlDevice_st *m = (struct nvmlDevice_st *)h, *g;
+    char msg[FAKE_MSG_MAX], uuid[FAKE_STR_MAX];
+    unsigned int gi_id, ci_id;
+    struct fake_txn t;
+    nvmlReturn_t rc;
+
+    if (!ci_ok(h))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    g = m->parent;
+    rc = injected(g, "nvmlComputeInstanceDestroy");
+    if (rc != NVML_SUCCESS)
+        return rc;
+    gi_id = m->gi_id;
+    ci_id = m->ci_id;
+    snprintf(uuid, sizeof(uuid), "%s", m->uuid);
+    rc = fake_txn_begin(g_prof, &t, msg, sizeof(msg));
+    if (rc != NVML_SUCCESS)
+        return txn_failed(rc, msg);
+    if (!ci_ok(h) || m->gi_id != gi_id || m->ci_id != ci_id || strcmp(m->uuid, uuid) != 0) {
+        fake_txn_abort(g_prof, &t, g);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    m->live = 0;
+    return fake_txn_commit(g_prof, &t, g);
+}
+
+API nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance)
+{
+    LOCKED_W(destroy_ci(computeInstance));
 }
 
 static nvmlReturn_t ci_info(nvmlComputeInstance_t ci, nvmlComputeInstanceInfo_t *info)
@@ -1257,29 +1944,28 @@ static nvmlReturn_t ci_info(nvmlComputeInstance_t ci, nvmlComputeInstanceInfo_t 
         return rc;
     memset(info, 0, sizeof(*info));
     info->device = m->parent;
-    info->gpuInstance = (nvmlGpuInstance_t)gi_head(m->parent, m->gi_id);
+    info->gpuInstance = (nvmlGpuInstance_t)m->gi;
     info->id = m->ci_id;
     info->profileId = m->ci_profile;
+    info->placement.start = m->ci_start;
     info->placement.size = m->ci_slices;
     return NVML_SUCCESS;
 }
 
 API nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance, nvmlComputeInstanceInfo_t *info)
 {
-    LOCKED(ci_info(computeInstance, info));
+    MIG_LOCKED(ci_info(computeInstance, info));
 }
 
 /*
  * The GPU and compute instances of a profile, listed by profile as mig-parted walks them to export or assert a MIG
  * configuration (mig-parted internal/nvlib/mig/mig.go: WalkGpuInstances, WalkComputeInstances). The caller passes
  * an array and its capacity in *count (go-nvml sizes it from the profile info's instanceCount); *count comes back as
- * the number of instances found. Instances exist only as a profile lists them: creating and destroying them is not
- * implemented.
+ * the number of instances found.
  */
 static nvmlReturn_t gpu_instances(nvmlDevice_t h, unsigned int profile_id, nvmlGpuInstance_t *gis, unsigned int *count)
 {
     unsigned int found = 0;
-    int known = 0;
 
     if (gis == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -1288,18 +1974,16 @@ static nvmlReturn_t gpu_instances(nvmlDevice_t h, unsigned int profile_id, nvmlG
         return NVML_ERROR_INVALID_ARGUMENT;
     if (!h->mig_capable || !h->mig_current)
         return NVML_ERROR_NOT_SUPPORTED;   /* "If device doesn't have MIG mode enabled" (nvml.h) */
-    for (unsigned int p = 0; p < NVML_GPU_INSTANCE_PROFILE_COUNT; p++)
-        known |= gi_profile_id(p) == profile_id;
-    if (!known)
+    if (gi_constant_of_id(profile_id) < 0)
         return NVML_ERROR_INVALID_ARGUMENT;
-    for (unsigned int i = 0; i < h->mig_count; i++) {
-        struct nvmlDevice_st *m = &h->mig_first[i];
+    for (unsigned int k = 0; k < h->mig_max_devices; k++) {
+        struct fake_gi *gi = &h->gis[k];
 
-        if (gi_head(h, m->gi_id) != m || gi_profile_id(m->gi_profile) != profile_id)
+        if (!gi->live || fake_gi_profile_id(gi->profile) != profile_id)
             continue;
         if (found >= *count)
             return NVML_ERROR_INSUFFICIENT_SIZE;
-        gis[found++] = (nvmlGpuInstance_t)m;
+        gis[found++] = (nvmlGpuInstance_t)gi;
     }
     *count = found;
     return NVML_SUCCESS;
@@ -1308,29 +1992,29 @@ static nvmlReturn_t gpu_instances(nvmlDevice_t h, unsigned int profile_id, nvmlG
 API nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
                                            nvmlGpuInstance_t *gpuInstances, unsigned int *count)
 {
-    LOCKED(gpu_instances(device, profileId, gpuInstances, count));
+    MIG_LOCKED(gpu_instances(device, profileId, gpuInstances, count));
 }
 
-static nvmlReturn_t compute_instances(nvmlGpuInstance_t gi, unsigned int profile_id, nvmlComputeInstance_t *cis,
+static nvmlReturn_t compute_instances(nvmlGpuInstance_t h, unsigned int profile_id, nvmlComputeInstance_t *cis,
                                       unsigned int *count)
 {
-    struct nvmlDevice_st *head = (struct nvmlDevice_st *)gi;
+    struct fake_gi *gi = (struct fake_gi *)h;
     struct nvmlDevice_st *g;
     unsigned int found = 0;
     nvmlReturn_t rc;
 
-    if (!gi_ok(gi) || cis == NULL || count == NULL || profile_id >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT)
+    if (!gi_ok(h) || cis == NULL || count == NULL || profile_id >= FAKE_CI_PROFILE_COUNT)
         return NVML_ERROR_INVALID_ARGUMENT;
-    g = head->parent;
+    g = gi->gpu;
     rc = injected(g, "nvmlGpuInstanceGetComputeInstances");
     if (rc != NVML_SUCCESS)
         return rc;
-    if (ci_slices_of_profile[profile_id] > head->gi_slices)
+    if (fake_ci_slices(profile_id) > g->gip[gi->profile].slices)
         return NVML_ERROR_NOT_SUPPORTED;   /* "If profileId isn't supported" (nvml.h), as its profile info answers */
-    for (unsigned int i = 0; i < g->mig_count; i++) {
+    for (unsigned int i = 0; i < g->mig_max_devices; i++) {
         struct nvmlDevice_st *m = &g->mig_first[i];
 
-        if (m->gi_id != head->gi_id || m->ci_profile != profile_id)
+        if (!m->live || m->gi != gi || m->ci_profile != profile_id)
             continue;
         if (found >= *count)
             return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -1343,7 +2027,7 @@ static nvmlReturn_t compute_instances(nvmlGpuInstance_t gi, unsigned int profile
 API nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
                                                     nvmlComputeInstance_t *computeInstances, unsigned int *count)
 {
-    LOCKED(compute_instances(gpuInstance, profileId, computeInstances, count));
+    MIG_LOCKED(compute_instances(gpuInstance, profileId, computeInstances, count));
 }
 
 /* ------------------------------------------------------------- topology */

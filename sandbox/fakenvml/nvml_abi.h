@@ -198,6 +198,43 @@ typedef struct nvmlGpuInstanceProfileInfo_st {
     unsigned long long memorySizeMB;
 } nvmlGpuInstanceProfileInfo_t;
 
+/* c_nvmlGpuInstanceProfileInfo_v2_t: nvmlDeviceGetGpuInstanceProfileInfoV, by its version field */
+typedef struct nvmlGpuInstanceProfileInfo_v2_st {
+    unsigned int version;
+    unsigned int id;
+    unsigned int isP2pSupported;
+    unsigned int sliceCount;
+    unsigned int instanceCount;
+    unsigned int multiprocessorCount;
+    unsigned int copyEngineCount;
+    unsigned int decoderCount;
+    unsigned int encoderCount;
+    unsigned int jpegCount;
+    unsigned int ofaCount;
+    unsigned long long memorySizeMB;
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+} nvmlGpuInstanceProfileInfo_v2_t;
+
+/* nvmlGpuInstanceProfileInfo_v3_t: not in pynvml; transcribed from nvml.h (go-nvml v0.13.4-1 pkg/nvml/nvml.h):
+ * version 3 drops isP2pSupported and adds capabilities after the name */
+typedef struct nvmlGpuInstanceProfileInfo_v3_st {
+    unsigned int version;
+    unsigned int id;
+    unsigned int sliceCount;
+    unsigned int instanceCount;
+    unsigned int multiprocessorCount;
+    unsigned int copyEngineCount;
+    unsigned int decoderCount;
+    unsigned int encoderCount;
+    unsigned int jpegCount;
+    unsigned int ofaCount;
+    unsigned long long memorySizeMB;
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    unsigned int capabilities;
+} nvmlGpuInstanceProfileInfo_v3_t;
+#define nvmlGpuInstanceProfileInfo_v2 0x02000098u /* pynvml.nvmlGpuInstanceProfileInfo_v2 */
+#define nvmlGpuInstanceProfileInfo_v3 0x03000098u /* NVML_STRUCT_VERSION(GpuInstanceProfileInfo, 3), nvml.h */
+
 /* c_nvmlGpuInstanceInfo_t */
 typedef struct nvmlGpuInstanceInfo_st {
     nvmlDevice_t device;
@@ -218,6 +255,39 @@ typedef struct nvmlComputeInstanceProfileInfo_st {
     unsigned int sharedJpegCount;
     unsigned int sharedOfaCount;
 } nvmlComputeInstanceProfileInfo_t;
+
+/* c_nvmlComputeInstanceProfileInfo_v2_t: nvmlGpuInstanceGetComputeInstanceProfileInfoV, by its version field */
+typedef struct nvmlComputeInstanceProfileInfo_v2_st {
+    unsigned int version;
+    unsigned int id;
+    unsigned int sliceCount;
+    unsigned int instanceCount;
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+} nvmlComputeInstanceProfileInfo_v2_t;
+
+/* nvmlComputeInstanceProfileInfo_v3_t: not in pynvml; nvml.h adds capabilities after the name */
+typedef struct nvmlComputeInstanceProfileInfo_v3_st {
+    unsigned int version;
+    unsigned int id;
+    unsigned int sliceCount;
+    unsigned int instanceCount;
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    unsigned int capabilities;
+} nvmlComputeInstanceProfileInfo_v3_t;
+#define nvmlComputeInstanceProfileInfo_v2 0x02000088u /* pynvml.nvmlComputeInstanceProfileInfo_v2 */
+#define nvmlComputeInstanceProfileInfo_v3 0x0300008Cu /* NVML_STRUCT_VERSION(ComputeInstanceProfileInfo, 3), nvml.h */
 
 /* c_nvmlComputeInstanceInfo_t */
 typedef struct nvmlComputeInstanceInfo_st {
@@ -286,6 +356,13 @@ _Static_assert(sizeof(nvmlDeviceAttributes_t) == 40, "pynvml.c_nvmlDeviceAttribu
 _Static_assert(sizeof(nvmlEventData_t) == 32, "pynvml.c_nvmlEventData_t");
 _Static_assert(sizeof(nvmlGpuInstanceProfileInfo_t) == 48, "pynvml.c_nvmlGpuInstanceProfileInfo_t");
 _Static_assert(sizeof(nvmlGpuInstanceInfo_t) == 24, "pynvml.c_nvmlGpuInstanceInfo_t");
+_Static_assert(sizeof(nvmlGpuInstanceProfileInfo_v2_t) == 152, "pynvml.c_nvmlGpuInstanceProfileInfo_v2_t");
+_Static_assert(sizeof(nvmlComputeInstanceProfileInfo_v2_t) == 136, "pynvml.c_nvmlComputeInstanceProfileInfo_v2_t");
+_Static_assert(sizeof(nvmlInstancePlacement_t) == 8, "pynvml.c_nvmlGpuInstancePlacement_t");
+_Static_assert((nvmlGpuInstanceProfileInfo_v2 & 0xffffffu) == sizeof(nvmlGpuInstanceProfileInfo_v2_t), "nvmlGpuInstanceProfileInfo_v2 encodes the struct size");
+_Static_assert((nvmlGpuInstanceProfileInfo_v3 & 0xffffffu) == sizeof(nvmlGpuInstanceProfileInfo_v3_t), "nvmlGpuInstanceProfileInfo_v3 encodes the struct size");
+_Static_assert((nvmlComputeInstanceProfileInfo_v2 & 0xffffffu) == sizeof(nvmlComputeInstanceProfileInfo_v2_t), "nvmlComputeInstanceProfileInfo_v2 encodes the struct size");
+_Static_assert((nvmlComputeInstanceProfileInfo_v3 & 0xffffffu) == sizeof(nvmlComputeInstanceProfileInfo_v3_t), "nvmlComputeInstanceProfileInfo_v3 encodes the struct size");
 _Static_assert(sizeof(nvmlComputeInstanceProfileInfo_t) == 36, "pynvml.c_nvmlComputeInstanceProfileInfo_t");
 _Static_assert(sizeof(nvmlComputeInstanceInfo_t) == 32, "pynvml.c_nvmlComputeInstanceInfo_t");
 _Static_assert(sizeof(nvmlGpuFabricInfo_t) == 28, "pynvml.c_nvmlGpuFabricInfo_t");

@@ -136,7 +136,13 @@ static const struct name_value event_names[] = {
     {NULL, 0},
 };
 static const char *const mig_keys[] = {
-    "capable", "current", "pending", "max_devices", "devices", NULL,
+    "capable", "current", "pending", "max_devices", "mode_change", "devices", NULL,
+};
+/* mig.mode_change: when nvmlDeviceSetMigMode takes effect */
+static const struct name_value mode_change_names[] = {
+    {"immediate", 0},
+    {"reset", 1},
+    {NULL, 0},
 };
 static const char *const mig_device_keys[] = {
     "uuid", "profile", "gpu_instance_slices", "compute_instance_slices", "memory_mib",
@@ -559,7 +565,7 @@ static int parse_mig(struct ctx *c, json_t *dev, const char *base, struct nvmlDe
     int r = member(c, dev, base, "mig", 0, &mig, mbase);
 
     *used = 0;
-    d->mig_first = next_free;
+    d->mig_listed = next_free;
     if (r <= 0)
         return r;
     if (!json_is_object(mig))
@@ -582,9 +588,16 @@ static int parse_mig(struct ctx *c, json_t *dev, const char *base, struct nvmlDe
         return fail(c, path, "MIG mode pending but mig.capable is false");
     }
     v = d->mig_capable ? 7 : 0;
-    if (get_int(c, mig, mbase, "max_devices", 0, 1, 16, &v) < 0)
+    if (get_int(c, mig, mbase, "max_devices", 0, 1, FAKE_MIG_MAX_DEVICES, &v) < 0)
         return -1;
     d->mig_max_devices = d->mig_capable ? (unsigned int)v : 0;
+    if (json_object_get(mig, "mode_change") != NULL) {
+        unsigned int mode_change = 0;
+
+        if (get_enum(c, mig, mbase, "mode_change", "mode change", mode_change_names, &mode_change) < 0)
+            return -1;
+        d->mig_reset_required = mode_change == 1;
+    }
     r = member(c, mig, mbase, "devices", 0, &list, path);
     if (r < 0)
         return -1;
@@ -606,7 +619,7 @@ static int parse_mig(struct ctx *c, json_t *dev, const char *base, struct nvmlDe
             return -1;
     }
     *used = (unsigned int)json_array_size(list);
-    d->mig_count = *used;
+    d->mig_listed_count = *used;
     return 1;
 }
 
@@ -877,13 +890,13 @@ static int check_unique(struct ctx *c, struct fake_profile *p)
                 return fail(c, path, "duplicate of devices[%u].minor_number", j);
             }
         }
-        for (unsigned int k = 0; k < a->mig_count; k++) {
-            struct nvmlDevice_st *m = &a->mig_first[k];
+        for (unsigned int k = 0; k < a->mig_listed_count; k++) {
+            struct nvmlDevice_st *m = &a->mig_listed[k];
 
-            for (unsigned int j = 0; j < p->dev_count; j++) {
-                struct nvmlDevice_st *b = &p->devs[j];
+            for (unsigned int j = 0; j < p->listed_count; j++) {
+                struct nvmlDevice_st *b = &p->listed[j];
 
-                if (b == m || !b->is_mig || b > m)
+                if (b == m || b > m)
                     continue;
                 if (strcasecmp(m->uuid, b->uuid) == 0) {
                     snprintf(path, sizeof(path), "devices[%u].mig.devices[%u].uuid", i, k);
@@ -892,7 +905,7 @@ static int check_unique(struct ctx *c, struct fake_profile *p)
                 }
             }
             for (unsigned int j = 0; j < k; j++) {
-                if (a->mig_first[j].gi_id == m->gi_id && a->mig_first[j].ci_id == m->ci_id) {
+                if (a->mig_listed[j].gi_id == m->gi_id && a->mig_listed[j].ci_id == m->ci_id) {
                     snprintf(path, sizeof(path), "devices[%u].mig.devices[%u].gpu_instance_id", i, k);
                     return fail(c, path, "duplicate (gpu_instance_id, compute_instance_id) of devices[%u].mig.devices[%u]",
                                 i, j);
@@ -932,12 +945,20 @@ void fake_profile_free(struct fake_profile *p)
         return;
     free_errs(&p->errors);
     if (p->devs) {
-        for (unsigned int i = 0; i < p->dev_count; i++) {
+        /* MIG device slots borrow the errors of the listed device they show: only GPUs and listed devices own any */
+        for (unsigned int i = 0; i < p->gpu_count; i++) {
             free_errs(&p->devs[i].errors);
             free(p->devs[i].xids);
         }
         free(p->devs);
     }
+    if (p->listed) {
+        for (unsigned int i = 0; i < p->listed_count; i++)
+            free_errs(&p->listed[i].errors);
+        free(p->listed);
+    }
+    free(p->gis);
+    free(p->gips);
     free(p);
 }
 
@@ -975,21 +996,40 @@ static int parse_root(struct ctx *c, json_t *root, struct fake_profile *p)
     if (!json_is_array(devices))
         return fail(c, path, "expected an array");
     p->gpu_count = (unsigned int)json_array_size(devices);
-    p->dev_count = p->gpu_count + (unsigned int)count_mig_slots(devices);
-    p->devs = calloc(p->dev_count + 1, sizeof(*p->devs));
-    if (p->devs == NULL)
+    p->listed_count = (unsigned int)count_mig_slots(devices);
+    /* GPUs, then at most FAKE_MIG_MAX_DEVICES MIG device slots and GPU instances per GPU */
+    p->devs = calloc((size_t)p->gpu_count * (1 + FAKE_MIG_MAX_DEVICES) + 1, sizeof(*p->devs));
+    p->listed = calloc(p->listed_count + 1, sizeof(*p->listed));
+    p->gis = calloc((size_t)p->gpu_count * FAKE_MIG_MAX_DEVICES + 1, sizeof(*p->gis));
+    p->gips = calloc((size_t)p->gpu_count * NVML_GPU_INSTANCE_PROFILE_COUNT + 1, sizeof(*p->gips));
+    if (p->devs == NULL || p->listed == NULL || p->gis == NULL || p->gips == NULL)
         return fail(c, path, "out of memory");
     next = p->gpu_count;
-    for (unsigned int i = 0; i < p->gpu_count; i++) {
+    for (unsigned int i = 0, listed = 0; i < p->gpu_count; i++) {
+        struct nvmlDevice_st *d = &p->devs[i];
         unsigned int used = 0;
 
         snprintf(dbase, sizeof(dbase), "devices[%u]", i);
-        if (parse_device(c, json_array_get(devices, i), dbase, i, &p->devs[i], &p->devs[next], &used) < 0)
+        if (parse_device(c, json_array_get(devices, i), dbase, i, d, &p->listed[listed], &used) < 0)
             return -1;
-        next += used;
+        listed += used;
+        d->mig_first = &p->devs[next];
+        d->gis = &p->gis[p->gi_count];
+        d->gip = &p->gips[(size_t)i * NVML_GPU_INSTANCE_PROFILE_COUNT];
+        for (unsigned int k = 0; k < d->mig_max_devices; k++) {
+            d->mig_first[k].is_mig = 1;
+            d->mig_first[k].index = k;
+            d->mig_first[k].parent = d;
+            d->gis[k].gpu = d;
+        }
+        next += d->mig_max_devices;
+        p->gi_count += d->mig_max_devices;
     }
     p->dev_count = next;
-    return check_unique(c, p);
+    if (check_unique(c, p) < 0)
+        return -1;
+    fake_mig_setup(p);
+    return 0;
 }
 
 nvmlReturn_t fake_profile_load(const char *path, struct fake_profile **out, char *msg, size_t msglen)

@@ -2,7 +2,7 @@
 # Fake NVML rules, included by the top-level Makefile (which defines ROOT, VENV, PY, BUILD).
 #   make fakenvml                  build $(BUILD)/fakenvml/libnvidia-ml.so.1
 #   make fakenvml-check-profiles   validate sandbox/profiles/*.json (alias: check-profiles)
-#   make fakenvml-test             run tests/sandbox/test_fake_nvml.py with the real pynvml
+#   make fakenvml-test             run tests/sandbox/test_fake_nvml.py and test_fake_nvml_mig_write.py with the real pynvml
 #   make fakenvml-clean            remove the built library
 
 FAKENVML_SRC := $(ROOT)/sandbox/fakenvml
@@ -23,7 +23,8 @@ fakenvml-check-profiles:
 check-profiles: fakenvml-check-profiles
 
 fakenvml-test: fakenvml fakenvml-check-profiles
-	FAKENVML_BUILD_DIR=$(FAKENVML_BUILD) $(PY) -m pytest $(ROOT)/tests/sandbox/test_fake_nvml.py -q
+	FAKENVML_BUILD_DIR=$(FAKENVML_BUILD) $(PY) -m pytest $(ROOT)/tests/sandbox/test_fake_nvml.py \
+		$(ROOT)/tests/sandbox/test_fake_nvml_mig_write.py -q
 
 fakenvml-clean:
 	$(MAKE) -C $(FAKENVML_SRC) BUILD_DIR=$(FAKENVML_BUILD) clean
