@@ -29,17 +29,28 @@ at all (not without the kernel module: a profile whose ``nvmlInit`` answers ``DR
 capabilities a MIG device uses (``capabilities``, ``device_paths``).
 
 Node containers cannot mount into ``/proc``; the gpu node image writes the file to ``/etc/fake-nvml/nvidia-caps/mig-minors``
-beside the profile, and creates the ``/dev/nvidia-caps/nvidia-cap<minor>`` nodes of the profile's MIG devices
-(``sandbox/images/fake-nvml-caps.service``). Standard library only: the node image runs it with the system Python.
+beside the profile, and creates the ``/dev/nvidia-caps/nvidia-cap<minor>`` nodes of the node's MIG devices
+(``sandbox/images/fake-nvml-caps.service``). The MIG devices are those the fake NVML reports: the profile's, or the
+layout its MIG state file keeps (``state``, see ``mig_state.py``). Standard library only: the node image runs it with
+the system Python.
 
-Usage: python3 mig_minors.py --profile PROFILE.json --out FILE [--dev-dir DIR [--major N]]
+Usage: python3 mig_minors.py --profile PROFILE.json --out FILE [--dev-dir DIR [--major N]] [--state STATE.json]
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import stat
 import sys
+
+try:
+    from sandbox.fakenvml import mig_state
+except ImportError:  # loaded as a file (the node image, the tests): mig_state.py is beside it
+    _SPEC = importlib.util.spec_from_file_location(
+        'mig_state', os.path.join(os.path.dirname(os.path.abspath(__file__)), 'mig_state.py'))
+    mig_state = importlib.util.module_from_spec(_SPEC)
+    _SPEC.loader.exec_module(mig_state)
 
 # nv-caps.c: 32 GPUs (gpu0 .. gpu31), 15 GPU instances (gi0 .. gi14), 8 compute instances (ci0 .. ci7) each
 MAX_GPUS = 32
@@ -96,7 +107,9 @@ def render(profile):
     return ''.join('%s %d\n' % row for row in table())
 
 
-def _mig_devices(profile):
+def _mig_devices(profile, state=None):
+    if state is not None:
+        profile = mig_state.effective(profile, state)
     for index, gpu in enumerate(profile.get('devices', [])):
         mig = gpu.get('mig', {})
         if not (mig.get('capable') and mig.get('current')):
@@ -105,10 +118,12 @@ def _mig_devices(profile):
             yield gpu.get('minor_number', index), device
 
 
-def device_paths(profile):
-    """MIG device UUID -> the device nodes the device plugin gives a container for it (internal/rm/nvml_devices.go)."""
+def device_paths(profile, state=None):
+    """MIG device UUID -> the device nodes the device plugin gives a container for it (internal/rm/nvml_devices.go).
+
+    ``state``: the fake NVML's MIG state (parsed), whose layout replaces the profile's for the GPUs it has."""
     paths = {}
-    for gpu_minor, device in _mig_devices(profile):
+    for gpu_minor, device in _mig_devices(profile, state):
         gi, ci = device['gpu_instance_id'], device['compute_instance_id']
         paths[device['uuid']] = ['/dev/nvidia%d' % gpu_minor,
                                  '%s/nvidia-cap%d' % (CAPS_DEV_DIR, minor(gpu_minor, gi)),
@@ -116,20 +131,21 @@ def device_paths(profile):
     return paths
 
 
-def capabilities(profile):
-    """(capability, minor) of the profile's MIG devices plus config and monitor, sorted by minor, without repeats."""
+def capabilities(profile, state=None):
+    """(capability, minor) of the node's MIG devices plus config and monitor, sorted by minor, without repeats."""
     if not driver_loaded(profile):
         return []
     caps = {'config': CONFIG_MINOR, 'monitor': MONITOR_MINOR}
-    for gpu_minor, device in _mig_devices(profile):
+    for gpu_minor, device in _mig_devices(profile, state):
         gi, ci = device['gpu_instance_id'], device['compute_instance_id']
         caps['gpu%d/gi%d/access' % (gpu_minor, gi)] = minor(gpu_minor, gi)
         caps['gpu%d/gi%d/ci%d/access' % (gpu_minor, gi, ci)] = minor(gpu_minor, gi, ci)
     return sorted(caps.items(), key=lambda item: item[1])
 
 
-def write(profile, out, dev_dir=None, major=DEFAULT_MAJOR):
-    """Write the mig-minors file (removed when the node has no driver) and, with dev_dir, the capability devices.
+def write(profile, out, dev_dir=None, major=DEFAULT_MAJOR, state=None):
+    """Write the mig-minors file (removed when the node has no driver) and, with dev_dir, the capability devices of
+    the node's MIG devices (the profile's, or ``state``'s layout for the GPUs it has).
 
     Device nodes need CAP_MKNOD (the node containers have it); their modes are the driver's defaults as the MIG user
     guide shows them (``config`` root only, 0400; the others readable by all, 0444). Existing nodes are left alone.
@@ -147,7 +163,7 @@ def write(profile, out, dev_dir=None, major=DEFAULT_MAJOR):
     made = 0
     if dev_dir is not None:
         os.makedirs(dev_dir, exist_ok=True)
-        for _cap, cap_minor in capabilities(profile):
+        for _cap, cap_minor in capabilities(profile, state):
             path = os.path.join(dev_dir, 'nvidia-cap%d' % cap_minor)
             if not os.path.exists(path):
                 os.mknod(path, stat.S_IFCHR | (0o400 if cap_minor == CONFIG_MINOR else 0o444),
@@ -162,11 +178,13 @@ def main(argv=None):
     parser.add_argument('--out', required=True, help='where to write the mig-minors file')
     parser.add_argument('--dev-dir', help='create the nvidia-cap<minor> device nodes of the profile here')
     parser.add_argument('--major', type=int, default=DEFAULT_MAJOR, help='nvidia-caps major (default %(default)s)')
+    parser.add_argument('--state', help="the fake NVML's MIG state file (absent: the profile's layout)")
     args = parser.parse_args(argv)
     try:
         with open(args.profile, encoding='utf-8') as handle:
             profile = json.load(handle)
-        made = write(profile, args.out, args.dev_dir, args.major)
+        state = mig_state.load(args.state) if args.state else None
+        made = write(profile, args.out, args.dev_dir, args.major, state)
     except (OSError, ValueError) as exc:
         sys.stderr.write('mig_minors: %s\n' % exc)
         return 1
