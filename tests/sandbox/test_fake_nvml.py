@@ -181,7 +181,9 @@ def test_pynvml_resolves_every_versioned_symbol_it_uses(fake_nvml_dir):
     lib = ctypes.CDLL(str(fake_nvml_dir / 'libnvidia-ml.so.1'))
     for name in ('nvmlInitWithFlags', 'nvmlInit_v2', 'nvmlDeviceGetCount_v2', 'nvmlDeviceGetHandleByIndex_v2',
                  'nvmlDeviceGetHandleByPciBusId_v2', 'nvmlDeviceGetPciInfo_v3', 'nvmlDeviceGetMemoryInfo_v2',
-                 'nvmlDeviceGetAttributes_v2', 'nvmlSystemGetCudaDriverVersion_v2'):
+                 'nvmlDeviceGetAttributes_v2', 'nvmlSystemGetCudaDriverVersion_v2',
+                 'nvmlDeviceGetGpuInstanceProfileInfoV', 'nvmlDeviceGetGpuInstanceProfileInfoByIdV',
+                 'nvmlGpuInstanceGetComputeInstanceProfileInfoV', 'nvmlDeviceGetGpuInstancePossiblePlacements_v2'):
         assert hasattr(lib, name), name
 
 
