@@ -448,10 +448,11 @@ def _write(path, state):
 
 
 def reset(profile, path):
-    """What a GPU reset or a reboot does to the node's MIG state: every pending mode becomes current, and a GPU whose
-    mode changed loses its GPU and compute instances. Without a state file nothing changes (the profile's layout is
-    the one the node boots with). Holds the library's lock ("<state>.lock") while it reads and writes. Returns the
-    UUIDs of the GPUs whose mode changed."""
+    """What a GPU reset or a reboot does to the node's MIG state: every pending mode becomes current, and every MIG
+    capable GPU loses its GPU and compute instances (MIG mode persists across a reset, the instances do not: whatever
+    made them makes them again after a boot). Without a state file nothing changes (the profile's layout is the one
+    the node boots with). Holds the library's lock ("<state>.lock") while it reads and writes. Returns the UUIDs of
+    the GPUs whose mode changed."""
     if not os.path.exists(path):
         return []
     with open(path + '.lock', 'a', encoding='utf-8') as lock:
@@ -470,15 +471,13 @@ def reset(profile, path):
             if key is None:
                 current = mig.get('current', False)
                 pending = mig.get('pending', current)
-                if pending != current:
-                    gpus[gpu['uuid']] = {'current': pending, 'pending': pending, 'gpu_instances': []}
-                    changed.append(gpu['uuid'])
-            elif gpus[key]['pending'] != gpus[key]['current']:
-                gpus[key]['current'] = gpus[key]['pending']
-                gpus[key]['gpu_instances'] = []
+            else:
+                entry = gpus.pop(key)
+                current, pending = entry['current'], entry['pending']
+            if pending != current:
                 changed.append(gpu['uuid'])
-        if changed:
-            _write(path, state)
+            gpus[gpu['uuid']] = {'current': pending, 'pending': pending, 'gpu_instances': []}
+        _write(path, state)
         return changed
 
 

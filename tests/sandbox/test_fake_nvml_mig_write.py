@@ -626,24 +626,23 @@ def test_set_mig_mode_immediate_and_after_a_reset(node, tmp_path):
         print(json.dumps({'mode': mode, 'migs': [m['name'] for m in migs(handle)]}))
     ''')
     assert seen == {'mode': [1, 1], 'migs': ['NVIDIA H100 80GB HBM3 MIG 1g.10gb']}
-    # a reset without a pending change keeps the instances; asking for the current mode cancels a pending change
+    # a reset without a pending change keeps the mode but drops the instances (they do not outlive a reset);
+    # asking for the current mode cancels a pending change
     assert MIG_STATE.reset(profile, str(h100.state)) == []
     seen = h100.run('''
         handle = gpu(0)
-        gi = gi_of(handle, 7)
-        pynvml.nvmlComputeInstanceDestroy(pynvml.nvmlGpuInstanceGetComputeInstanceById(gi, 0))
-        pynvml.nvmlGpuInstanceDestroy(gi)
-        out = [pynvml.nvmlDeviceSetMigMode(handle, 0), pynvml.nvmlDeviceGetMigMode(handle)]
+        out = [pynvml.nvmlDeviceGetMigMode(handle), len(migs(handle))]
+        out += [pynvml.nvmlDeviceSetMigMode(handle, 0), pynvml.nvmlDeviceGetMigMode(handle)]
         out += [pynvml.nvmlDeviceSetMigMode(handle, 1), pynvml.nvmlDeviceGetMigMode(handle)]
         print(json.dumps(out))
     ''')
-    assert seen == [pynvml.NVML_ERROR_RESET_REQUIRED, [1, 0], pynvml.NVML_SUCCESS, [1, 1]]
+    assert seen == [[1, 1], 0, pynvml.NVML_ERROR_RESET_REQUIRED, [1, 0], pynvml.NVML_SUCCESS, [1, 1]]
     # no state file: a reset changes nothing and writes nothing
     empty = tmp_path / 'none' / 'mig-state.json'
     assert MIG_STATE.reset(profile, str(empty)) == [] and not empty.parent.exists()
 
 
-def test_reset_drops_the_instances_of_a_gpu_whose_mode_changes(node):
+def test_reset_drops_the_instances_of_every_gpu_and_applies_pending_modes(node):
     a100 = node()
     a100.run(CREATE_WRITE_UP_LAYOUT)
     profile = a100.profile_data()
@@ -655,6 +654,11 @@ def test_reset_drops_the_instances_of_a_gpu_whose_mode_changes(node):
     assert MIG_STATE.reset(profile, str(a100.state)) == [profile['devices'][0]['uuid']]
     assert a100.run('print(json.dumps([pynvml.nvmlDeviceGetMigMode(gpu(0)), '
                     'pynvml.nvmlDeviceGetMaxMigDeviceCount(gpu(0))]))') == [[0, 0], 0]
+    # a GPU whose mode stays loses its instances too
+    a100.run(CREATE_WRITE_UP_LAYOUT)
+    assert a100.run('print(json.dumps(len(migs(gpu(0)))))') == 4
+    assert MIG_STATE.reset(profile, str(a100.state)) == []
+    assert a100.run('print(json.dumps([pynvml.nvmlDeviceGetMigMode(gpu(0)), len(migs(gpu(0)))]))') == [[1, 1], 0]
 
 
 def test_no_permission_without_a_writable_state_directory(node, tmp_path):

@@ -203,7 +203,8 @@ def create(nvml, handle, instances, placements, label):
             if placements:
                 placement = nvml.c_nvmlGpuInstancePlacement_t()
                 placement.start, placement.size = placements[i]
-                gi = nvml.nvmlDeviceCreateGpuInstanceWithPlacement(handle, gi_wanted["gi_id"], placement)
+                # pynvml hands the argument to NVML as it is, and NVML takes a pointer to the placement
+                gi = nvml.nvmlDeviceCreateGpuInstanceWithPlacement(handle, gi_wanted["gi_id"], nvml.byref(placement))
             else:
                 gi = nvml.nvmlDeviceCreateGpuInstance(handle, gi_wanted["gi_id"])
         except nvml.NVMLError as exc:
