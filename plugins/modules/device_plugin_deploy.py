@@ -101,7 +101,7 @@ options:
         ServiceAccount may only C(get), C(list), C(watch), C(create) and C(update) C(nodefeatures.nfd.k8s-sigs.io)
         in O(namespace) (the NodeFeature objects NFD turns into node labels) and C(get) nodes.
       - Node feature discovery (NFD) must run in the cluster, with its NodeFeature API, to turn those objects into
-        labels; this module does not deploy it.
+        labels; O(nfd) deploys it in the same call.
     type: bool
     default: false
   state:
@@ -154,6 +154,17 @@ options:
         connection on every run.
       - The labels' result is returned as RV(labels). Remove labels with M(kubegpu.cluster.gpu_node_labels) and
         O(kubegpu.cluster.gpu_node_labels#module:state=absent), after the plugin.
+    type: dict
+  nfd:
+    description:
+      - With it, the module also deploys node feature discovery (or uses the one the cluster runs) exactly as
+        M(kubegpu.cluster.node_feature_discovery) does with these options (all of that module's options except
+        O(kubegpu.cluster.node_feature_discovery#module:kubeconfig) and
+        O(kubegpu.cluster.node_feature_discovery#module:context), which are this module's; its
+        O(kubegpu.cluster.node_feature_discovery#module:state) is this module's O(state)) - before the plugin and
+        GPU feature discovery with O(state=present), after them with O(state=absent), so that nfd-master takes GFD's
+        labels back first. One call for both saves a module start and an API connection on every run.
+      - Checked with that module's own argument spec; its result is returned as RV(nfd).
     type: dict
   accelerator_label:
     description: With O(label_facts), the key of the label set to the product slug; an empty string sets no such label.
@@ -277,6 +288,11 @@ expected:
   returned: always
   type: dict
   sample: {"gpu-1": {"nvidia.com/gpu": 4}}
+nfd:
+  description: With O(nfd), what deploying (or removing) node feature discovery did, as M(kubegpu.cluster.node_feature_discovery) returns it.
+  returned: when O(nfd) is given
+  type: dict
+  sample: {"changed": false, "namespace": "node-feature-discovery", "existing": null}
 labels:
   description:
     - With O(label_facts), what labelling the nodes did, as M(kubegpu.cluster.gpu_node_labels) returns it (C(changed),
@@ -328,6 +344,7 @@ def main():
             facts=dict(type="dict", default={}),
             node_names=dict(type="dict", default={}),
             label_facts=dict(type="dict"),
+            nfd=dict(type="dict"),
             accelerator_label=dict(type="str", default=nv.DEFAULT_ACCELERATOR_LABEL),
             missing_nodes=dict(type="str", default="fail", choices=["fail", "skip"]),
             **plugin_config_spec()

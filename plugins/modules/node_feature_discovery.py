@@ -214,30 +214,13 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd import constants as nfd
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd.args import NFD_OPTIONS
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd.deployment import run
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd.manifests import PCI_LABEL_FIELDS
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=argument_spec(
-            namespace=dict(type="str", default=nfd.NAMESPACE),
-            version=dict(type="str", default=nfd.NFD_VERSION),
-            image=dict(type="str"),
-            image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),  # names, not secrets
-            extra_label_ns=dict(type="list", elements="str"),
-            pci_device_classes=dict(type="list", elements="str"),
-            pci_label_fields=dict(type="list", elements="str", choices=list(PCI_LABEL_FIELDS)),
-            worker_tolerations=dict(type="list", elements="dict"),
-            worker_node_selector=dict(type="dict", default={}),
-            master_tolerations=dict(type="list", elements="dict"),
-            priority_class=dict(type="str", default=""),
-            use_existing=dict(type="bool", default=True),
-            state=dict(type="str", default="present", choices=["present", "absent"]),
-            wait=dict(type="bool", default=True),
-            wait_timeout=dict(type="int", default=nfd.DEFAULT_WAIT_TIMEOUT),
-        ),
+        argument_spec=argument_spec(**NFD_OPTIONS),
         supports_check_mode=True,
     )
     run_module(module, lambda: run(module.params, check_mode=module.check_mode, want_diff=module._diff),

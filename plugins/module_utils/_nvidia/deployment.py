@@ -4,8 +4,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
-"""The work of ``device_plugin_deploy``: validate (before any API call), label the GPU nodes when asked (the work of
-``gpu_node_labels``, on the same connection), apply or remove the NVIDIA device plugin's objects as one
+"""The work of ``device_plugin_deploy``: validate (before any API call), deploy node feature discovery when asked (the
+work of ``node_feature_discovery``) and label the GPU nodes when asked (the work of ``gpu_node_labels``), both on the
+same connection, apply or remove the NVIDIA device plugin's objects as one
 :class:`.._k8s.objectset.ObjectSet`, and wait for the rollout and for what each node must advertise. It talks to the
 cluster only through the client passed in (or made from the options)."""
 
@@ -15,6 +16,7 @@ __metaclass__ = type
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, node_labels
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd import args as nfd_args, deployment as nfd_deployment
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import allocatable, manifests, plugin_config
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
     DEFAULT_WAIT_TIMEOUT, DEVICE_PLUGIN_NAMESPACE, APP_NAME, RESOURCE_PREFIX,
@@ -41,8 +43,18 @@ def label_nodes(params, client, check_mode=False, want_diff=False, wait=None):
                            soft=soft, releases=releases)
 
 
+def _merge(result, part, diffs):
+    """Fold a part's result (NFD's, the labels') into the module's: its change, its warnings and its diff."""
+    result["changed"] = result["changed"] or bool(part.get("changed"))
+    result.setdefault("warnings", []).extend(part.pop("warnings", None) or [])
+    diff = part.pop("diff", None)
+    if diff:
+        diffs.extend(diff if isinstance(diff, list) else [diff])
+
+
 def run(params, check_mode=False, want_diff=False, client=None, client_factory=None):
     """The module's work; returns its result dict."""
+    nfd = nfd_args.validated(params["nfd"]) if params.get("nfd") is not None else None
     configs = plugin_config.validate(params)
     config = configs[0][1]
     present = params.get("state") != "absent"
@@ -55,23 +67,31 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
                         want_diff=want_diff)
     result = {"config": config, "config_hash": plugin_config.config_hash(config), "namespace": namespace,
               "configs": dict(configs), "resources": {}, "expected": wanted}
-    labelled = None
+    parts = []  # (key, result) of the work done beside the plugin's, in order
     if not present:
         objects.absent(wait=params.get("wait", True), timeout=timeout)
+        if nfd is not None:  # after the plugin: GFD gone first, so that nfd-master takes its labels back
+            parts.append(("nfd", nfd_deployment.run(dict(nfd, state="absent"), check_mode=check_mode,
+                                                    want_diff=want_diff, client=client)))
     else:
+        if nfd is not None:  # before GFD, which writes NodeFeature objects
+            parts.append(("nfd", nfd_deployment.run(dict(nfd, state="present"), check_mode=check_mode,
+                                                    want_diff=want_diff, client=client)))
         if params.get("label_facts") is not None:
-            labelled = label_nodes(params, client, check_mode=check_mode, want_diff=want_diff)
-            result["labels"] = labelled
+            parts.append(("labels", label_nodes(params, client, check_mode=check_mode, want_diff=want_diff)))
         applied = objects.present(manifests.render(params, configs))
         if params.get("wait", True) and not check_mode:
             deadline = objects.wait_rollout(applied, timeout, PLUGIN_COMPONENT, NVML_HINT)
             result["resources"] = objects.wait_allocatable(wanted, deadline, RESOURCE_PREFIX, timeout,
                                                            PLUGIN_COMPONENT, NVML_HINT)
     result["objects"] = objects.objects
-    result["changed"] = objects.changed or bool(labelled and labelled.get("changed"))
-    label_diff = labelled.pop("diff", []) if labelled else []
-    if labelled and labelled.get("warnings"):
-        result["warnings"] = labelled.pop("warnings")
+    result["changed"] = objects.changed
+    diffs = []
+    for key, part in parts:
+        _merge(result, part, diffs)
+        result[key] = part
+    if not result.get("warnings"):
+        result.pop("warnings", None)
     if want_diff:
-        result["diff"] = label_diff + [objects.diff] if label_diff else objects.diff
+        result["diff"] = diffs + [objects.diff] if diffs else objects.diff
     return result

@@ -151,20 +151,26 @@ def test_bad_options_fail_before_any_change(sandbox, nfd):
 
 
 def test_role_task_file(sandbox, tmp_path):
-    """roles/device_plugin/tasks/nfd.yml with the role's defaults: NFD as the device plugin's chart configures it,
-    only with device_plugin_gfd, and removed again with device_plugin_state=absent."""
+    """roles/device_plugin/tasks/deploy.yml with the role's defaults: NFD as the device plugin's chart configures it,
+    in the same call as the plugin (device_plugin_deploy's nfd option), only with device_plugin_gfd, and removed again,
+    after the plugin, with device_plugin_state=absent."""
     namespace = "nfd-role-" + uuid.uuid4().hex[:6]
     playbook = tmp_path / "nfd.yml"
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
-        {"name": "nfd", "ansible.builtin.include_role": {"name": "kubegpu.cluster.device_plugin", "tasks_from": "nfd"}},
-        {"name": "result", "ansible.builtin.debug": {"var": "device_plugin_nfd_result"}}]}]))
+        {"name": "deploy", "ansible.builtin.include_role": {"name": "kubegpu.cluster.device_plugin",
+                                                             "tasks_from": "deploy"}},
+        {"name": "result", "ansible.builtin.debug": {"var": "device_plugin_result"}}]}]))
     variables = {"device_plugin_kubeconfig": sandbox.kubeconfig, "device_plugin_nfd_namespace": namespace,
-                 "device_plugin_wait_timeout": 120}
+                 "device_plugin_namespace": namespace + "-plugin", "device_plugin_wait_timeout": 120,
+                 "device_plugin_labels": False, "device_plugin_expect_resources": False,
+                 # no node carries this label: the plugin's objects are applied, its pods placed nowhere
+                 "device_plugin_node_selector": {"kubegpu.test/nowhere": "true"},
+                 "_device_plugin_facts": {}, "_device_plugin_node_names": {}, "_device_plugin_node_configs": {}}
     rc, tasks = run_playbook(playbook, dict(variables, device_plugin_gfd=False))
-    assert rc == 0 and dict(tasks)["result"]["device_plugin_nfd_result"].get("skipped") is True, tasks
+    assert rc == 0 and "nfd" not in dict(tasks)["result"]["device_plugin_result"], tasks
     try:
         rc, tasks = run_playbook(playbook, dict(variables, device_plugin_gfd=True))
-        result = dict(tasks)["result"]["device_plugin_nfd_result"]
+        result = dict(tasks)["result"]["device_plugin_result"]["nfd"]
         assert rc == 0 and result["changed"] is True, tasks
         assert result["master_config"] == {"extraLabelNs": ["nvidia.com"]}
         assert result["worker_config"] == {"sources": {"pci": {"deviceClassWhitelist": ["02", "03"],
@@ -173,4 +179,5 @@ def test_role_task_file(sandbox, tmp_path):
     finally:
         rc, tasks = run_playbook(playbook, dict(variables, device_plugin_gfd=True, device_plugin_state="absent"))
     assert rc == 0, tasks
+    assert dict(tasks)["result"]["device_plugin_result"]["nfd"]["changed"] is True
     assert PCI_GPU not in labels_of(sandbox, "kg-v100") and crds_present(sandbox) == []
