@@ -10,6 +10,8 @@ PY := $(VENV)/bin/python
 CACHE_DIR ?= $(HOME)/.cache/kubegpu
 BUILD := $(ROOT)/.build
 SANDBOX := $(ROOT)/.sandbox
+# The fleet containers' fake NVML MIG state, one directory per node: nodes-up mounts it, sandbox-up's kwok nodes name it
+MIG_STATE := $(SANDBOX)/fake-nvml
 
 help:
 	@echo "make demo   - set up everything and run the bring-up on the simulated fleet"

@@ -16,7 +16,7 @@ IMAGES_ENGINE_TIMEOUT ?= 60
 IMAGES_INVENTORY := $(SANDBOX)/inventory/nodes.yml
 IMAGES_PLAYBOOK = ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false \
 	$(VENV)/bin/ansible-playbook $(IMAGES_DIR)/nodes.yml \
-	-e nodes_root=$(ROOT) -e nodes_sandbox_dir=$(SANDBOX) $(NODES_ARGS)
+	-e nodes_root=$(ROOT) -e nodes_sandbox_dir=$(SANDBOX) -e nodes_mig_state_dir=$(MIG_STATE) $(NODES_ARGS)
 
 .PHONY: docker-engine node-images nodes-up nodes-fresh nodes-down nodes-test
 

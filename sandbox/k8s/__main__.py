@@ -22,9 +22,10 @@ def main(argv=None) -> int:
     p_up.add_argument("--extra-profile", default=None, help="GPU profile (name or .json path) of the extra nodes; none = CPU only")
     p_up.add_argument("--gpu-taint", action="store_true", help="taint GPU nodes nvidia.com/gpu=present:NoSchedule")
     p_up.add_argument("--profiles-dir", type=Path, default=paths.PROFILES_DIR)
-    p_up.add_argument("--mig-state-dir", type=Path, default=paths.MIG_STATE_DIR,
+    p_up.add_argument("--mig-state-dir", type=Path, default=None,
                       help="where the fleet containers' fake NVML keeps MIG state, <dir>/<node>/mig-state.json "
-                           "(sandbox/images/nodes.yml mounts it); devsim applies it to the profiles")
+                           "(make sandbox-up passes the Makefile's MIG_STATE, which nodes-up mounts); devsim applies "
+                           "it to the profiles. Without it the fleet's nodes advertise their profiles' layouts")
     sub.add_parser("down", help="stop every process `up` started")
     sub.add_parser("status", help="show what runs")
     p_nodes = sub.add_parser("nodes", help="add extra scale nodes to a running sandbox")

@@ -13,8 +13,6 @@ FLEET_FILE = ROOT / "sandbox" / "fleet.yml"
 PROFILES_DIR = ROOT / "sandbox" / "profiles"
 SANDBOX_DIR = ROOT / ".sandbox"
 STATE_DIR = SANDBOX_DIR / "k8s"
-# The fleet containers' fake NVML MIG state, one directory per node (sandbox/images/nodes.yml mounts it)
-MIG_STATE_DIR = SANDBOX_DIR / "fake-nvml"
 KUBECONFIG = SANDBOX_DIR / "kubeconfig"
 # The test session's own control plane (tests/sandbox/k8s/conftest.py), beside the demo's and never the same one.
 TEST_STATE_DIR = SANDBOX_DIR / "test-k8s"

@@ -25,7 +25,7 @@ k8s-binaries:
 	CACHE_DIR=$(CACHE_DIR) $(K8S_DIR)/build/build.sh
 
 sandbox-up: k8s-binaries venv
-	$(K8S_CLI) up --timeout $(K8S_UP_TIMEOUT) --extra-nodes $(K8S_EXTRA_NODES) \
+	$(K8S_CLI) up --timeout $(K8S_UP_TIMEOUT) --extra-nodes $(K8S_EXTRA_NODES) --mig-state-dir $(MIG_STATE) \
 		$(if $(K8S_EXTRA_PROFILE),--extra-profile $(K8S_EXTRA_PROFILE)) $(if $(filter 1 true yes,$(K8S_GPU_TAINT)),--gpu-taint)
 
 sandbox-down:
