@@ -72,7 +72,7 @@ _value:
 """
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import RUNTIME_NAME, RUNTIME_PATH
-from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.containerd import RUNC_V2
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.constants import RUNC_V2
 
 
 def runtime_report_check(report, runtime, name=RUNTIME_NAME, path=RUNTIME_PATH, set_as_default=True, crictl=None):

@@ -18,7 +18,6 @@ __metaclass__ = type
 
 import traceback
 
-from ansible.module_utils.basic import missing_required_lib
 
 
 class KubegpuError(Exception):
@@ -90,6 +89,10 @@ def run_module(module, work, requires=()):
     warnings; a ``failed_msg`` key ends the module as failed with that message and the rest of the result (work that
     ran but did not pass, such as a proof).
     """
+    # imported here, not at the top: filter plugins (which run in every worker of the controller) use this file's
+    # error classes, and ansible.module_utils.basic costs them 0.2 s to import; a module has it already
+    from ansible.module_utils.basic import missing_required_lib  # pylint: disable=import-outside-toplevel
+
     for required in requires:
         library, import_error = required[0], required[1]
         if import_error:

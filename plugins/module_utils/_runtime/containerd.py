@@ -36,13 +36,13 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base impo
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.common import (
     dotted, restore_default, set_default, toml_data, type_name, without_empty_tables,
 )
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.constants import RUNC_V2
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.toml import Document, PlainTree, check_tables, render_tree
 
 # The CRI runtime plugin's table by config version (containerd's cmd/containerd/server/config/config.go: version 3
 # has only plugin changes to version 2, the CRI plugin split among them; version 4 moves server properties such as
 # grpc and ttrpc into plugins and leaves the CRI plugins as they are).
 CRI_PLUGIN = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime", 4: "io.containerd.cri.v1.runtime"}
-RUNC_V2 = "io.containerd.runc.v2"
 SUPPORTED_VERSIONS = (2, 3, 4)
 _MIGRATE = ("containerd reads a config without 'version' as version 1, which this module does not write; "
             "migrate it first: 'containerd config migrate' (containerd 2.x) writes its current version, or rewrite it "
