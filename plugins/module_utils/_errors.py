@@ -19,7 +19,6 @@ __metaclass__ = type
 import traceback
 
 
-
 class KubegpuError(Exception):
     """An error a user can act on: ``message`` in one line, ``details`` for the module's result."""
 

@@ -77,6 +77,8 @@ def read_node_profile(node_name: str, annotations: dict, profiles_dir: str):
     except (OSError, ValueError, mig_state.StateError) as exc:
         LOG.error("node %s: cannot apply the MIG state %s: %s", node_name, state_path, exc)
         return None
+
+
 STATE_ANNOTATION = "sandbox.kubegpu.io/device-plugin"
 WATCH_TIMEOUT_S = 240
 MAX_CONSECUTIVE_FAILURES = 20

@@ -157,8 +157,8 @@ def test_role_task_file(sandbox, tmp_path):
     namespace = "nfd-role-" + uuid.uuid4().hex[:6]
     playbook = tmp_path / "nfd.yml"
     playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
-        {"name": "deploy", "ansible.builtin.include_role": {"name": "kubegpu.cluster.device_plugin",
-                                                             "tasks_from": "deploy"}},
+        {"name": "deploy",
+         "ansible.builtin.include_role": {"name": "kubegpu.cluster.device_plugin", "tasks_from": "deploy"}},
         {"name": "result", "ansible.builtin.debug": {"var": "device_plugin_result"}}]}]))
     variables = {"device_plugin_kubeconfig": sandbox.kubeconfig, "device_plugin_nfd_namespace": namespace,
                  "device_plugin_namespace": namespace + "-plugin", "device_plugin_wait_timeout": 120,
