@@ -288,6 +288,16 @@ expected:
   returned: always
   type: dict
   sample: {"gpu-1": {"nvidia.com/gpu": 4}}
+nodes_seen:
+  description:
+    - Every node of the cluster as the wait for the GPUs last saw it - C(metadata.name), the annotation
+      C(kubegpu.cluster/last-proof) where a node has one, and its C(nvidia.com/*) allocatable - so that the proof stage
+      can tell, without listing the nodes again, whether any proof has to run (the P(kubegpu.cluster.proof_settled#filter)
+      filter).
+  returned: when the module waited for nodes to advertise resources
+  type: list
+  elements: dict
+  sample: [{"metadata": {"name": "gpu-1"}, "status": {"allocatable": {"nvidia.com/gpu": "4"}}}]
 nfd:
   description: With O(nfd), what deploying (or removing) node feature discovery did, as M(kubegpu.cluster.node_feature_discovery) returns it.
   returned: when O(nfd) is given

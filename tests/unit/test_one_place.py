@@ -192,3 +192,18 @@ def test_the_runtime_report_filter_documents_the_runtime_it_defaults_to():
     source = (ROOT / "plugins" / "filter" / "runtime_report_check.py").read_text(encoding="utf-8")
     doc = yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', source, re.S).group(1))
     assert (doc["options"]["name"]["default"], doc["options"]["path"]["default"]) == (nv.RUNTIME_NAME, nv.RUNTIME_PATH)
+
+
+def test_the_proof_options_the_filter_decides_with_are_those_the_module_gets():
+    """gpu_validation decides with proof_settled whether gpu_proof has to run: both must see the same options."""
+    tasks = load(ROOT / "roles" / "gpu_validation" / "tasks" / "main.yml")
+    [module_args] = [t["kubegpu.cluster.gpu_proof"] for t in tasks if "kubegpu.cluster.gpu_proof" in t]
+    decides = load(ROOT / "roles" / "gpu_validation" / "vars" / "main.yml")["_gpu_validation_decides"]
+    assert set(decides) <= set(module_args)
+    names = re.compile(r"_?gpu_validation_\w+")
+    for option, value in decides.items():
+        assert names.findall(value) == names.findall(module_args[option]), option
+    # and every option of the module that changes which proofs run or what a record stands for is among them
+    deciding = {"nodes", "per_node", "resource", "reprove", "proven_under", "plugin_configs", "image", "command", "args",
+                "runtime_class", "success_pattern", "namespace"}
+    assert deciding <= set(decides)

@@ -66,6 +66,7 @@ class ObjectSet(object):
         self.shared_kinds = shared_kinds
         self.objects = []
         self.diff = {"before": {}, "after": {}}
+        self.seen_nodes = None  # every node as wait_allocatable last saw it
 
     @property
     def changed(self):
@@ -194,13 +195,15 @@ class ObjectSet(object):
 
     def wait_allocatable(self, expected, deadline, prefix, timeout, component, hint=""):
         """Watch the nodes until every node of ``expected`` (``{node: {resource: count}}``) advertises those counts of
-        its ``prefix/*`` resources; returns what they advertise. On timeout the error names each short node with
+        its ``prefix/*`` resources; returns what they advertise, and keeps every node as the watch last saw it in
+        ``seen_nodes`` (name to object). On timeout the error names each short node with
         what it advertises and its ``component`` pod's state."""
         if not expected:
             return {}
         try:
             nodes = self.client.wait("v1", "Node", lambda found: not short_nodes(found, expected, prefix),
                                      max(1, deadline - self.client.clock()))
+            self.seen_nodes = nodes
         except WaitTimeout as exc:
             nodes = exc.last or {}
             lines = []

@@ -22,6 +22,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants 
     DEFAULT_WAIT_TIMEOUT, DEVICE_PLUGIN_NAMESPACE, APP_NAME, RESOURCE_PREFIX,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.labels import node_rules
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import ANNOTATION_LAST_PROOF
 
 NVML_HINT = ("Known causes: the plugin pod cannot load NVML ('Failed to initialize NVML: could not load NVML library') "
              "when the NVIDIA runtime is not the container runtime's default and no RuntimeClass is used (set "
@@ -41,6 +42,22 @@ def label_nodes(params, client, check_mode=False, want_diff=False, wait=None):
     labeller = node_labels.NodeLabeller(client.core, wait=wait)
     return node_labels.run(label_params, labeller, labels_for, check_mode=check_mode, want_diff=want_diff,
                            soft=soft, releases=releases)
+
+
+def nodes_seen(nodes):
+    """What the proof stage needs of every node the rollout wait saw (``gpu_validation`` decides with it whether any
+    proof has to run, without listing the nodes again): name, the last-proof annotation, the ``nvidia.com/*``
+    allocatable."""
+    seen = []
+    for name, node in sorted((nodes or {}).items()):
+        annotations = ((node.get("metadata") or {}).get("annotations") or {})
+        meta = {"name": name}
+        if ANNOTATION_LAST_PROOF in annotations:
+            meta["annotations"] = {ANNOTATION_LAST_PROOF: annotations[ANNOTATION_LAST_PROOF]}
+        allocatable = ((node.get("status") or {}).get("allocatable") or {})
+        seen.append({"metadata": meta, "status": {"allocatable": dict(
+            (key, value) for key, value in allocatable.items() if key.startswith(RESOURCE_PREFIX + "/"))}})
+    return seen
 
 
 def _merge(result, part, diffs):
@@ -84,6 +101,8 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
             deadline = objects.wait_rollout(applied, timeout, PLUGIN_COMPONENT, NVML_HINT)
             result["resources"] = objects.wait_allocatable(wanted, deadline, RESOURCE_PREFIX, timeout,
                                                            PLUGIN_COMPONENT, NVML_HINT)
+            if objects.seen_nodes is not None:
+                result["nodes_seen"] = nodes_seen(objects.seen_nodes)
     result["objects"] = objects.objects
     result["changed"] = objects.changed
     diffs = []

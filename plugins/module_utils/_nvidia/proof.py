@@ -23,7 +23,7 @@ import json
 import re
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError, WaitTimeout
-from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, objects as k8s_objects
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import LABEL_MANAGED_BY, MANAGER
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.allocatable import advertised
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.plugin_config import config_hash
@@ -243,6 +243,49 @@ def from_record(node, last, why):
             "detail": "%s; %s" % (last.get("detail"), why)}
 
 
+def records_of(found):
+    """``{node: its last passed proof}`` of the node objects ``found`` that carry one."""
+    return dict((n["metadata"]["name"], read_record(n)) for n in found if read_record(n))
+
+
+def keep(params, proofs, nodes, under, records):
+    """``(to run, kept)``: the planned proofs that must run, and result entries for those the last proof stands for
+    (``reprove: changed``). The cluster-wide proof stands when the last proof on any node of ``proven_under`` does."""
+    if params.get("reprove") == "always" or not under:
+        return proofs, []
+    run, kept = [], []
+    for node, resource in proofs:
+        candidates = [node] if node is not None else sorted(under)
+        why = ""
+        for name in candidates:
+            last = records.get(name)
+            why = still_valid(last, under.get(name), nodes.get(name))
+            if why and (node is not None or last.get("resource") == resource):
+                kept.append(from_record(name, last, why))
+                break
+            why = ""
+        if not why:
+            run.append((node, resource))
+    return run, kept
+
+
+def settled(params, found):
+    """The module's result when, by the node objects ``found`` (every node of the cluster, plain API dicts, as a caller
+    that just listed them has them), no proof has to run: every planned proof stands on its node's record. None
+    when one must run, or when the module would fail (it then says why)."""
+    try:
+        under = under_by_node(params)
+        nodes = dict((n["metadata"]["name"], advertised(n)) for n in found)
+        records = records_of(found)
+        proofs, kept = keep(params, plan(params, nodes), nodes, under, records)
+    except (K8sError, OptionError):
+        return None
+    if proofs or not kept:
+        return None
+    return {"allocatable": nodes, "namespace": params.get("namespace") or PROOF_NAMESPACE, "results": kept,
+            "passed": True, "recorded": [], "last_proofs": records, "changed": False}
+
+
 class Proof(object):
     """One run: create the Jobs, wait, read the logs, always delete."""
 
@@ -255,29 +298,8 @@ class Proof(object):
 
     def nodes(self):
         found = self.client.list("v1", "Node")
-        self.records = dict((n["metadata"]["name"], read_record(n)) for n in found if read_record(n))
+        self.records = records_of(found)
         return dict((n["metadata"]["name"], advertised(n)) for n in found)
-
-    def _keep(self, proofs, nodes, under):
-        """``(to run, kept)``: the planned proofs that must run, and result entries for those the last proof stands for
-        (``reprove: changed``). The cluster-wide proof stands when the last proof on any node of ``proven_under``
-        does."""
-        if self.params.get("reprove") == "always" or not under:
-            return proofs, []
-        run, kept = [], []
-        for node, resource in proofs:
-            candidates = [node] if node is not None else sorted(under)
-            why = ""
-            for name in candidates:
-                last = self.records.get(name)
-                why = still_valid(last, under.get(name), nodes.get(name))
-                if why and (node is not None or last.get("resource") == resource):
-                    kept.append(from_record(name, last, why))
-                    break
-                why = ""
-            if not why:
-                run.append((node, resource))
-        return run, kept
 
     def _record(self, results, under, check_mode):
         """Write the record of each passed proof that ran on a node of ``proven_under``; returns the nodes written."""
@@ -361,7 +383,7 @@ class Proof(object):
     def run(self, check_mode=False):
         under = under_by_node(self.params)
         nodes = self.nodes()
-        proofs, kept = self._keep(plan(self.params, nodes), nodes, under)
+        proofs, kept = keep(self.params, plan(self.params, nodes), nodes, under, self.records)
         jobs = [render_job(self.params, self.namespace, node, res) for node, res in proofs]
         result = {"allocatable": nodes, "namespace": self.namespace, "results": list(kept), "passed": None,
                   "recorded": []}
@@ -411,6 +433,8 @@ class Proof(object):
 def run(params, check_mode=False, client=None):
     """The module's work: the proofs' result; one that did not pass sets ``failed_msg`` (see ``_errors.run_module``)."""
     if client is None:
+        # imported here: the proof_settled filter uses this file's pure part and must not load the kubernetes client
+        from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client  # pylint: disable=import-outside-toplevel
         client = k8s_client.from_params(params, field_manager=FIELD_MANAGER)
     result = Proof(params, client).run(check_mode=check_mode)
     result["changed"] = bool(result["recorded"])  # a record written on a node (only with proven_under)

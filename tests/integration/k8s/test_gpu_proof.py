@@ -122,3 +122,41 @@ def test_a_passed_proof_is_recorded_and_proved_again_only_when_something_changed
 
     rc, forced, _ns = proof(sandbox, reprove="always", **upgraded_args)
     assert rc == 0 and forced["results"][0]["ran"] is True
+
+
+def test_the_settled_decision_on_the_deploys_view_of_the_nodes_agrees_with_the_module(sandbox, gpu_node):
+    """What gpu_validation does on a rerun: device_plugin_deploy's nodes_seen (every node as its wait saw it) and the
+    proof_settled filter tell that no proof has to run exactly where the module, listing the nodes itself, runs none."""
+    from ansible_collections.kubegpu.cluster.plugins.filter.proof_settled import proof_settled  # pylint: disable=import-outside-toplevel
+    configs = {"default": {"version": "v1", "flags": {"migStrategy": "none"}}}
+    under = {gpu_node: {"driver_version": "535.161.08", "runtime": "containerd 1.6.20 default nvidia"}}
+    args = dict(nodes=[gpu_node], plugin_configs=configs, proven_under=under)
+
+    def seen():
+        label = "kubegpu.test/seen-" + uuid.uuid4().hex[:6]  # a plugin of its own whose wait lists every node
+        ns = "dp-" + uuid.uuid4().hex[:8]
+        sandbox.core.patch_node(gpu_node, {"metadata": {"labels": {label: "true"}}})
+        try:
+            rc, deployed = run_module("kubegpu.cluster.device_plugin_deploy", dict(
+                kubeconfig=sandbox.kubeconfig, namespace=ns, node_selector={label: "true"}, wait_timeout=120,
+                deploy_labels=False, expected={gpu_node: {"nvidia.com/gpu": 1}}))
+            assert rc == 0, deployed
+            return deployed["nodes_seen"]
+        finally:
+            run_module("kubegpu.cluster.device_plugin_deploy", dict(kubeconfig=sandbox.kubeconfig, namespace=ns,
+                                                                    state="absent"))
+            sandbox.core.patch_node(gpu_node, {"metadata": {"labels": {label: None}}})
+
+    assert proof_settled(seen(), dict(args)) is None  # no record yet: a proof must run
+    rc, first, _ns = proof(sandbox, **args)
+    assert rc == 0 and first["recorded"] == [gpu_node], first
+
+    settled = proof_settled(seen(), dict(args))
+    rc, module, _ns = proof(sandbox, **args)
+    assert rc == 0 and [r["ran"] for r in module["results"]] == [False], module
+    assert settled is not None and settled["passed"] is True and settled["changed"] is False
+    for key in ("results", "last_proofs", "recorded", "passed"):
+        assert settled[key] == module[key], key
+    assert settled["allocatable"][gpu_node] == module["allocatable"][gpu_node]
+    # what changes a proof changes the decision too
+    assert proof_settled(seen(), dict(args, proven_under={gpu_node: dict(under[gpu_node], runtime="docker")})) is None

@@ -260,16 +260,43 @@ def test_a_rerun_keeps_the_nodes_whose_proof_stands_and_runs_the_others():
     runner = proof.Proof(params, client)
     nodes = runner.nodes()
     planned = proof.plan(params, nodes)
-    to_run, kept = runner._keep(planned, nodes, under)  # pylint: disable=protected-access
+    to_run, kept = proof.keep(params, planned, nodes, under, runner.records)
     assert to_run == [("gpu-2", "nvidia.com/gpu"), ("gpu-3", "nvidia.com/gpu")]  # gpu-3: none on record
     [one] = kept
     assert (one["node"], one["passed"], one["ran"]) == ("gpu-1", True, False)
     assert one["detail"].startswith("succeeded; unchanged since the proof passed at")
-    always = proof.Proof(dict(params, reprove="always"), client)
-    assert always._keep(planned, always.nodes(), under)[0] == planned  # pylint: disable=protected-access
+    assert proof.keep(dict(params, reprove="always"), planned, nodes, under, runner.records)[0] == planned
     # the cluster-wide proof stands when one node's last proof does
     wide = dict(params, per_node=False)
-    assert runner._keep(proof.plan(wide, nodes), nodes, under)[0] == []  # pylint: disable=protected-access
+    assert proof.keep(wide, proof.plan(wide, nodes), nodes, under, runner.records)[0] == []
+
+
+def test_settled_is_the_modules_result_when_every_proof_stands_on_the_nodes_as_listed():
+    params = {"plugin_configs": CONFIGS, "proven_under": UNDER, "per_node": True, "namespace": "gpu-validation"}
+    under = proof.under_by_node(params)
+
+    def stands(name):
+        return proof.record({"job": "gpu-proof-" + name, "resource": "nvidia.com/gpu", "detail": "succeeded"},
+                            under[name])
+
+    cpu = {"metadata": {"name": "cpu-9"}, "status": {"allocatable": {"cpu": "16"}}}
+    found = [gpu_node("gpu-1", stands("gpu-1")), gpu_node("gpu-2", stands("gpu-2")), cpu]
+    result = proof.settled(params, found)
+    assert result["passed"] is True and result["changed"] is False and result["recorded"] == []
+    assert [(r["node"], r["ran"]) for r in result["results"]] == [("gpu-1", False), ("gpu-2", False)]
+    assert result["allocatable"]["cpu-9"] == {} and result["namespace"] == "gpu-validation"
+    assert set(result["last_proofs"]) == {"gpu-1", "gpu-2"}
+    # the module's own decision on the same nodes runs nothing either
+    runner = proof.Proof(params, RecordingClient(found))
+    nodes = runner.nodes()
+    assert proof.keep(params, proof.plan(params, nodes), nodes, under, runner.records)[0] == []
+
+    # one proof to run, reprove always, no proven_under, or a plan the module would refuse: the module decides
+    assert proof.settled(params, [gpu_node("gpu-1", stands("gpu-1")), gpu_node("gpu-2")]) is None
+    assert proof.settled(params, found + [gpu_node("gpu-3")]) is None  # a GPU node not in proven_under is proved
+    assert proof.settled(dict(params, reprove="always"), found) is None
+    assert proof.settled(dict(params, proven_under={}), found) is None
+    assert proof.settled(dict(params, nodes=["gpu-7"]), found) is None  # not in the cluster: the module says so
 
 
 def test_passed_proofs_are_recorded_on_their_nodes_only():
