@@ -207,3 +207,10 @@ def test_the_proof_options_the_filter_decides_with_are_those_the_module_gets():
     deciding = {"nodes", "per_node", "resource", "reprove", "proven_under", "plugin_configs", "image", "command", "args",
                 "runtime_class", "success_pattern", "namespace"}
     assert deciding <= set(decides)
+
+
+def test_the_proof_defaults_settled_fills_in_are_the_modules():
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import DECIDING_DEFAULTS  # pylint: disable=import-outside-toplevel
+    documented = module_options("gpu_proof")
+    for option, value in DECIDING_DEFAULTS.items():
+        assert documented[option].get("default") == value, option

@@ -28,7 +28,8 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects impor
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.allocatable import advertised
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.plugin_config import config_hash
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    DEFAULT_CONFIG_NAME, MIG_RESOURCE_PREFIX, PROOF_IMAGE, PROOF_NAMESPACE, PROOF_RESOURCE_PREFERENCE, PROOF_TIMEOUT, PROOF_TOLERATIONS,
+    DEFAULT_CONFIG_NAME, MIG_RESOURCE_PREFIX, PROOF_IMAGE, PROOF_NAMESPACE, PROOF_PATTERN, PROOF_RESOURCE_PREFERENCE, PROOF_TIMEOUT,
+    PROOF_TOLERATIONS,
     resource as qualified,
 )
 
@@ -269,10 +270,18 @@ def keep(params, proofs, nodes, under, records):
     return run, kept
 
 
+# gpu_proof's defaults of the options that decide what runs (the module's argument spec has the same constants): what
+# settled() fills in for options its caller leaves out or passes as null, as the module's argument spec would.
+DECIDING_DEFAULTS = {"namespace": PROOF_NAMESPACE, "image": PROOF_IMAGE, "success_pattern": PROOF_PATTERN, "nodes": [],
+                     "per_node": False, "reprove": "changed", "proven_under": {}, "plugin_configs": {}}
+
+
 def settled(params, found):
     """The module's result when, by the node objects ``found`` (every node of the cluster, plain API dicts, as a caller
     that just listed them has them), no proof has to run: every planned proof stands on its node's record. None
-    when one must run, or when the module would fail (it then says why)."""
+    when one must run, or when the module would fail (it then says why). ``params`` are the module's options; those
+    left out or null take the module's defaults (:data:`DECIDING_DEFAULTS`)."""
+    params = dict(DECIDING_DEFAULTS, **dict((k, v) for k, v in params.items() if v is not None))
     try:
         under = under_by_node(params)
         nodes = dict((n["metadata"]["name"], advertised(n)) for n in found)

@@ -272,7 +272,9 @@ def test_a_rerun_keeps_the_nodes_whose_proof_stands_and_runs_the_others():
 
 
 def test_settled_is_the_modules_result_when_every_proof_stands_on_the_nodes_as_listed():
-    params = {"plugin_configs": CONFIGS, "proven_under": UNDER, "per_node": True, "namespace": "gpu-validation"}
+    # the module's options as its argument spec completes them; settled() completes left-out ones the same way
+    params = dict(proof.DECIDING_DEFAULTS, plugin_configs=CONFIGS, proven_under=UNDER, per_node=True,
+                  namespace="gpu-validation")
     under = proof.under_by_node(params)
 
     def stands(name):
@@ -292,6 +294,8 @@ def test_settled_is_the_modules_result_when_every_proof_stands_on_the_nodes_as_l
     assert proof.keep(params, proof.plan(params, nodes), nodes, under, runner.records)[0] == []
 
     # one proof to run, reprove always, no proven_under, or a plan the module would refuse: the module decides
+    assert proof.settled(dict(params, success_pattern=None, image=None), found)["passed"] is True  # defaults filled in
+    assert proof.settled(dict(params, success_pattern="other"), found) is None  # another proof: prove again
     assert proof.settled(params, [gpu_node("gpu-1", stands("gpu-1")), gpu_node("gpu-2")]) is None
     assert proof.settled(params, found + [gpu_node("gpu-3")]) is None  # a GPU node not in proven_under is proved
     assert proof.settled(dict(params, reprove="always"), found) is None
