@@ -816,18 +816,20 @@ API nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned in
 static nvmlReturn_t get_attributes(nvmlDevice_t h, nvmlDeviceAttributes_t *attr, const char *fn)
 {
     DEV_PROLOGUE(h, attr, fn);
+    /* nvml.h: "This API currently only supports MIG device handles". A real H200 on driver 580.159.04 answers
+     * NOT_SUPPORTED for its GPU handle (tests/fixtures/realgpu/h200-580.159.04.json, nvml_probe's attributes). */
+    if (!h->is_mig)
+        return NVML_ERROR_NOT_SUPPORTED;
     memset(attr, 0, sizeof(*attr));
     attr->multiprocessorCount = h->multiprocessor_count;
     attr->memorySizeMB = h->memory_total_mib;
-    if (h->is_mig) {
-        attr->sharedCopyEngineCount = h->copy_engines;
-        attr->sharedDecoderCount = h->decoders;
-        attr->sharedEncoderCount = h->encoders;
-        attr->sharedJpegCount = h->jpegs;
-        attr->sharedOfaCount = h->ofas;
-        attr->gpuInstanceSliceCount = h->gi_slices;
-        attr->computeInstanceSliceCount = h->ci_slices;
-    }
+    attr->sharedCopyEngineCount = h->copy_engines;
+    attr->sharedDecoderCount = h->decoders;
+    attr->sharedEncoderCount = h->encoders;
+    attr->sharedJpegCount = h->jpegs;
+    attr->sharedOfaCount = h->ofas;
+    attr->gpuInstanceSliceCount = h->gi_slices;
+    attr->computeInstanceSliceCount = h->ci_slices;
     return NVML_SUCCESS;
 }
 

@@ -134,11 +134,30 @@ static int swizz_span(unsigned int id, unsigned int *start, unsigned int *size)
  * The table entry of a profile the geometry defines, from the GPU's own numbers: memory floor(total * memory slices
  * / 8) MiB, so that go-nvlib's and mig-parted's names come out as nvidia-smi's (1g.10gb ... 7g.80gb on 80 GB, 1g.5gb
  * ... 7g.40gb on 40 GB); SMs the compute slices times multiprocessor_count / 7 rounded down to an even number
- * (SMs come in TPC pairs; 14 per slice on a 108-SM A100, as nvidia-smi shows; 18 on a 132-SM H100, where nvidia-smi
- * shows 16); one copy engine per compute slice; decoders, JPEG and OFA engines as nvidia-smi mig -lgip shows them on
- * A100 (5 NVDECs spread over the memory slices, the JPEG and OFA with the whole GPU) and on Hopper and later (one
- * NVDEC and one JPEG per compute slice, the OFA with the whole GPU); the +me profile has at least one of each.
+ * (SMs come in TPC pairs; 14 per slice on a 108-SM A100, as nvidia-smi shows), except on a 132-SM Hopper, where they
+ * are what a real H200 answered (hopper_sms below); one copy engine per compute slice (eight for the whole Hopper
+ * GPU, as the H200 answered); decoders, JPEG and OFA engines as nvidia-smi mig -lgip shows them on A100 (5 NVDECs
+ * spread over the memory slices, the JPEG and OFA with the whole GPU) and on Hopper and later (one NVDEC and one
+ * JPEG per compute slice, the OFA with the whole GPU); the +me profile has at least one of each.
+ *
+ * Not modelled: a real GPU's profile memory is not an eighth of the total per memory slice (the H200: 1g 16384,
+ * 1g.35gb and 2g 33280, 3g and 4g 71424, 7g 143360 of 143771 MiB); the names come out the same either way.
  */
+
+/* SMs of each GPU instance profile on a 132-SM Hopper GPU, as NVML's nvmlDeviceGetGpuInstanceProfileInfo answered
+ * on a real H200, driver 580.159.04 (tests/fixtures/realgpu/h200-580.159.04.json; nvidia-smi mig -lgip agrees). */
+static unsigned int hopper_sms(unsigned int constant)
+{
+    switch (constant) {
+    case 0x0: case 0x7: return 16;   /* 1g, 1g+me */
+    case 0x9: return 26;             /* 1g with two memory slices (1g.20gb, 1g.35gb) */
+    case 0x1: return 32;             /* 2g */
+    case 0x2: return 60;             /* 3g */
+    case 0x3: return 64;             /* 4g */
+    case 0x4: return 132;            /* 7g */
+    default: return 0;
+    }
+}
 static void computed_entry(const struct nvmlDevice_st *g, const struct geom *ge, struct fake_gip *e)
 {
     int newer = g->architecture == NVML_DEVICE_ARCH_HOPPER || g->architecture == NVML_DEVICE_ARCH_BLACKWELL;
@@ -151,7 +170,9 @@ static void computed_entry(const struct nvmlDevice_st *g, const struct geom *ge,
     e->instances = ge->instances;
     e->memory_mib = g->memory_total_mib * ge->mem_slices / FAKE_MIG_MEMORY_SLICES;
     e->sms = ge->slices * ((g->multiprocessor_count / 7) & ~1u);
-    e->copy_engines = ge->slices;
+    if (newer && g->multiprocessor_count == 132 && hopper_sms(ge->constant))
+        e->sms = hopper_sms(ge->constant);
+    e->copy_engines = ge->slices + (newer && ge->mem_slices == FAKE_MIG_MEMORY_SLICES);
     e->decoders = newer ? ge->slices : ge->mem_slices * 5 / 8;
     e->jpegs = newer ? ge->slices : (ge->mem_slices == 8);
     e->ofas = ge->mem_slices == 8;

@@ -165,6 +165,18 @@ func probeDevice(lib nvml.Interface, devlib device.Interface, index int) obj {
 	out["mig_enabled"] = libValue(d.IsMigEnabled())
 	out["fabric_attached"] = libValue(d.IsFabricAttached())
 	out["coherent"] = libValue(d.IsCoherent())
+	// go-nvlib's MIG profile names for this GPU (VisitMigProfiles through GetMigProfiles): what the plugin's
+	// mixed strategy and mig-parted accept in a config; [] on a GPU that is not MIG capable.
+	profiles, err := d.GetMigProfiles()
+	if err != nil {
+		out["mig_profiles"] = obj{"error": err.Error()}
+	} else {
+		names := []string{}
+		for _, p := range profiles {
+			names = append(names, p.String())
+		}
+		out["mig_profiles"] = names
+	}
 	var migs []interface{}
 	err = d.VisitMigDevices(func(j int, m device.MigDevice) error {
 		entry := probeMig(m)

@@ -204,7 +204,10 @@ def expected_report(profile):
 
 
 def without_profile_ids(report):
+    """The report without what the profiles do not write down: NVML's profile ids of MIG devices and go-nvlib's
+    list of the MIG profiles a GPU offers (both judged against gpu_facts below)."""
     for device in report.get('devices', []):
+        device.pop('mig_profiles', None)
         for mig in device.get('mig_devices', []):
             mig.pop('profile_ids', None)
     return report
@@ -479,6 +482,14 @@ def test_gpu_facts_names_and_fails_as_go_nvlib_does(probe, fake_nvml_dir, name):
             continue
         assert ours['minor_number'] == theirs['minor_number']
         assert ours['mig']['capable'] == theirs['mig_capable'] and ours['mig']['current'] == theirs['mig_enabled']
+        # the MIG profiles the GPU offers, in go-nvlib's order (GetMigProfiles): what a mig-parted config may name.
+        # go-nvlib lists a name once per compute instance profile constant that prints as it (the REV1 constants
+        # print as their plain sizes), so its first occurrences are compared.
+        # Where go-nvlib cannot list them (no memory size to name them by), gpu_facts lists none and records why.
+        if isinstance(theirs['mig_profiles'], dict):
+            assert ours['mig']['profiles'] == [] and ours['nvml_returns'].get('nvmlDeviceGetMemoryInfo'), name
+        else:
+            assert ours['mig'].get('profiles', []) == list(dict.fromkeys(theirs['mig_profiles'])), name
         assert [(m['uuid'], m['profile'], m['gpu_instance_profile'], m['compute_instance_profile'])
                 for m in ours['mig']['devices']] == \
             [(m['uuid'], m['profile'], m['profile_ids']['gpu_instance'], m['profile_ids']['compute_instance'])

@@ -29,6 +29,7 @@ __metaclass__ = type
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import naming
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.nvml import _code_names
 
 MIG_DISABLE = 0  # NVML_DEVICE_MIG_DISABLE
 MIG_ENABLE = 1  # NVML_DEVICE_MIG_ENABLE
@@ -42,11 +43,15 @@ class MigError(KubegpuError):
 
 
 def _code(nvml, exc):
+    """NVML's name of the error (``IN_USE``), as gpu_facts names it."""
     value = getattr(exc, "value", None)
-    for attr in dir(nvml):
-        if attr.startswith("NVML_ERROR_") and getattr(nvml, attr) == value:
-            return attr[len("NVML_ERROR_"):]
-    return str(value)
+    return _code_names(nvml).get(value, str(value))
+
+
+def _skipped(nvml):
+    """The answers with which a profile constant is skipped, as go-nvlib skips it (VisitMigProfiles)."""
+    return set(getattr(nvml, name) for name in ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_INVALID_ARGUMENT")
+               if hasattr(nvml, name))
 
 
 def _fits(c, g):
@@ -58,8 +63,7 @@ def profile_table(nvml, handle, total_bytes):
     """``{profile name: {"gi": constant, "gi_id": NVML's profile id, "g": slices, "ci": constant, "c": slices}}`` of
     every MIG profile the GPU offers: every GPU instance profile NVML answers for (``NOT_SUPPORTED`` and
     ``INVALID_ARGUMENT`` skip a constant, as go-nvlib skips it), with every plain compute instance size that fits."""
-    skip = set(getattr(nvml, name) for name in ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_INVALID_ARGUMENT")
-               if hasattr(nvml, name))
+    skip = _skipped(nvml)
     table = {}
     for constant in range(naming.GPU_INSTANCE_PROFILE_COUNT):
         try:
@@ -75,7 +79,8 @@ def profile_table(nvml, handle, total_bytes):
             if not _fits(c, g):
                 continue
             name = naming.mig_profile_name(constant, ci_constant, int(info.memorySizeMB), total_bytes)
-            table.setdefault(name, {"gi": constant, "gi_id": int(info.id), "g": g, "ci": ci_constant, "c": c})
+            table.setdefault(name, {"gi": constant, "gi_id": int(info.id), "g": g, "ci": ci_constant, "c": c,
+                                    "count": int(info.instanceCount)})
     return table
 
 
@@ -103,6 +108,13 @@ def pack(mig_devices, table):
                 gi = {"gi": entry["gi"], "gi_id": entry["gi_id"], "g": entry["g"], "cis": [(entry["ci"], entry["c"])]}
                 partial.setdefault(entry["gi"], []).append(gi)
                 instances.append(gi)
+    # NVML's instanceCount bounds a profile's GPU instances whatever the placements (one "+me" per GPU: nvidia-smi
+    # mig -lgip's "1/1"); refused here, before any change, rather than by NVML halfway through a create.
+    for name, entry in sorted(table.items()):
+        asked = sum(1 for gi in instances if gi["gi"] == entry["gi"])
+        if "count" in entry and asked > entry["count"] and entry["c"] == entry["g"]:
+            raise MigError("%d GPU instances of profile %s asked for; this GPU has room for %d"
+                           % (asked, name, entry["count"]))
     instances.sort(key=lambda gi: -gi["g"])
     return instances
 
@@ -158,8 +170,7 @@ def _instances(nvml, getter, parent, profile_id):
 
 def clear(nvml, handle, label):
     """Destroy every compute instance and then every GPU instance of a GPU with MIG enabled (ClearMigConfig)."""
-    skip = set(getattr(nvml, name) for name in ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_INVALID_ARGUMENT")
-               if hasattr(nvml, name))
+    skip = _skipped(nvml)
     for constant in range(naming.GPU_INSTANCE_PROFILE_COUNT):
         try:
             info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, constant, 1)

@@ -1,0 +1,17 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Record what a real NVIDIA GPU reports and run tests/realgpu against it. Run from the repository root on a machine
+# with an NVIDIA driver, with the pinned ansible-core and nvidia-ml-py wheels and the nvlibprobe binary (make
+# nvlibprobe) in .realgpu/. Read-only: nothing here changes the GPU. Results go to $OUT (default .realgpu/out).
+set -u
+OUT=${OUT:-.realgpu/out}
+mkdir -p "$OUT" /tmp/realgpu-site /tmp/realgpu-ac/ansible_collections/kubegpu
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/realgpu-site \
+    .realgpu/*.whl || exit 1
+ln -sfn "$PWD" /tmp/realgpu-ac/ansible_collections/kubegpu/cluster
+export PYTHONPATH=/tmp/realgpu-site:/tmp/realgpu-ac PYTHONUNBUFFERED=1 KUBEGPU_REALGPU_OUT="$OUT"
+{ nvidia-smi; nvidia-smi mig -lgip; nvidia-smi mig -lgipp; uname -r; python3 --version; } >"$OUT/nvidia-smi.txt" 2>&1
+nvidia-smi -q -x >"$OUT/nvidia-smi-q.xml" 2>&1
+python3 -m pytest -q -p no:cacheprovider -c /dev/null --rootdir tests/realgpu --confcutdir tests/realgpu \
+    tests/realgpu/test_real_gpu.py 2>&1 | tee "$OUT/pytest.txt"
+exit "${PIPESTATUS[0]}"
