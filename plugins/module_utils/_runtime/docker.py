@@ -108,7 +108,8 @@ def unconfigure(text, path, settings):
 
     ``runtimes.<name>`` goes, and ``runtimes`` when that empties it; ``default-runtime``, when it names our runtime,
     goes back to ``settings.previous_default`` (or goes, so that docker falls back to runc); ``features.cdi`` only
-    when ``settings.cdi_added`` (ours turned it on) and it is ``true``, and ``features`` when that empties it.
+    when ``settings.cdi_added`` (ours turned it on) and it is ``true``, and ``features`` when that empties it. A file
+    left holding nothing (``{}``) after that is what :func:`configure` made of a missing one: ``None``, it goes.
     """
     before = parse(text, path)
     data = json.loads(json.dumps(before))
@@ -128,6 +129,8 @@ def unconfigure(text, path, settings):
                     del data["features"]
             else:
                 features["cdi"] = settings.cdi_before
+    if before and not data:
+        return None  # nothing but ours was in it: the file goes, as a containerd stub does (remove_import)
     return _render(text, before, data)
 
 

@@ -121,6 +121,12 @@ def test_absent_on_a_missing_file_changes_nothing():
     assert docker.unconfigure(None, PATH, RuntimeSettings()) is None
 
 
+def test_absent_deletes_a_file_left_with_nothing_but_an_empty_object_already_there_stays():
+    made = docker.configure(None, PATH, RuntimeSettings(cdi=True))
+    assert docker.unconfigure(made, PATH, RuntimeSettings(cdi=True, cdi_added=True)) is None  # no daemon.json before
+    assert docker.unconfigure("{}\n", PATH, RuntimeSettings()) == "{}\n"  # nothing of ours: left as it is
+
+
 def test_present_then_absent_gives_back_the_fixture_byte_for_byte():
     text = fixture()
     for cdi in (False, True):
@@ -208,6 +214,7 @@ def test_property_absent_after_present_gives_back_the_original(data, ask):
     ask.cdi_added = ask.cdi and (data.get("features") or {}).get("cdi") is not True
     ask.cdi_before = (data.get("features") or {}).get("cdi")
     assume(data.get("runtimes") != {})  # an emptied runtimes object goes: one that was empty before looks the same
+    assume(data != {})  # an emptied file goes (what configure makes of a missing one): an empty one looks the same
     assume(not (ask.cdi and data.get("features") == {}))
     text = docker.dumps(data)
     back = docker.unconfigure(docker.configure(text, PATH, ask), PATH, ask)

@@ -536,7 +536,7 @@ def test_containerd_an_equal_drop_in_is_not_rewritten(tmp_path):
 
 
 @pytest.mark.parametrize("runtime, name, users_own, plain_text", [
-    ("docker", "daemon.json", '{\n    "features": {\n        "cdi": true\n    }\n}\n', "{}\n"),
+    ("docker", "daemon.json", '{\n    "features": {\n        "cdi": true\n    }\n}\n', '{\n    "debug": true\n}\n'),
     ("containerd", "config.toml", 'version = 2\n\n[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n', "version = 2\n"),
 ])
 def test_absent_turns_cdi_off_only_where_it_was_ours(tmp_path, runtime, name, users_own, plain_text):
