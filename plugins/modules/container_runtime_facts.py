@@ -53,7 +53,7 @@ options:
     default: []
   plans:
     description:
-      - Options of M(kubegpu.cluster.nvidia_runtime_config) (with C(state=present)), one entry per runtime, to
+      - Options of M(kubegpu.cluster.nvidia_runtime_config), one entry per runtime, to
         report in RV(ansible_facts.container_runtimes.plans) whether that module would change a file. An entry whose
         runtime is not found is left out.
     type: list
@@ -94,6 +94,11 @@ options:
         type: str
         default: auto
         choices: [auto, "2", "3", "4"]
+      state:
+        description: V(absent) tells whether removing the runtime would change a file.
+        type: str
+        default: present
+        choices: [present, absent]
   files:
     description:
       - Files and directories to describe. The content of a UTF-8 text file of up to 64 KiB is returned, so do not
@@ -370,6 +375,7 @@ def main():
                 set_as_default=dict(type="bool", default=True),
                 cdi=dict(type="bool", default=False),
                 config_version=dict(type="str", default="auto", choices=["auto", "2", "3", "4"]),
+                state=dict(type="str", default="present", choices=["present", "absent"]),
             )),
             **_python.ARG_SPEC
         ),

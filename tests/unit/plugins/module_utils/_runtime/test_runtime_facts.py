@@ -12,6 +12,7 @@ import os
 import pytest
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import facts
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import engine as runner
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Host
 
 RUNNING = " ; ignore_errors=no ; start_time=[Wed 2026-11-25 04:24:15 UTC] ; stop_time=[n/a] ; pid=945 ; code=(null) ; status=0/0 }"
@@ -255,3 +256,22 @@ def test_without_the_docker_cli_the_report_says_so():
     docker = facts.gather({"runtimes": ["docker"]}, host)["runtimes"]["docker"]
     assert host.ran == ["dockerd --version"]  # no "docker info" run through a CLI that is not there
     assert not docker["reports"]["ok"] and "docker CLI is not installed" in docker["reports"]["error"]
+
+
+def test_a_plan_with_state_absent_tells_whether_removal_would_change_a_file(tmp_path):
+    # what the container_toolkit role asks with container_toolkit_state=absent: a rerun after the removal calls nothing
+    path = tmp_path / "daemon.json"
+    path.write_text('{\n    "log-driver": "json-file",\n    "default-runtime": "runc"\n}\n')
+    # as the module's argument spec fills them in
+    plan = {"runtime": "docker", "config_path": str(path), "runtime_name": "nvidia",
+            "runtime_path": "/usr/bin/nvidia-container-runtime"}
+    found = {"docker": {"config_file": None}}
+    assert facts.plan_changes([dict(plan, state="absent")], found, Host())["docker"]["changed"] is False
+    engine_params = dict(facts.PLAN_DEFAULTS, **plan)
+    runner.run(engine_params)
+    absent = facts.plan_changes([dict(plan, state="absent")], found, Host())["docker"]
+    assert absent["changed"] is True and sorted(absent["files"]) == sorted([str(path), str(path) + ".kubegpu.json"])
+    assert facts.plan_changes([plan], found, Host())["docker"]["changed"] is False
+    runner.run(dict(engine_params, state="absent"))
+    assert facts.plan_changes([dict(plan, state="absent")], found, Host())["docker"]["changed"] is False
+    assert path.read_text() == '{\n    "log-driver": "json-file",\n    "default-runtime": "runc"\n}\n'
