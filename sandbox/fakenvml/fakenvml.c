@@ -252,6 +252,13 @@ static nvmlReturn_t do_init(const char *entry)
     }
     rc = fake_profile_load(profile_path(), &p, msg, sizeof(msg));
     if (rc == NVML_SUCCESS) {
+        rc = fake_driver_apply(p, msg, sizeof(msg));   /* the installed driver and the loaded module (driver.c) */
+        if (rc != NVML_SUCCESS) {
+            fake_profile_free(p);
+            p = NULL;
+        }
+    }
+    if (rc == NVML_SUCCESS) {
         rc = fake_mig_state_init(p, msg, sizeof(msg));   /* the MIG layouts the state file keeps */
         if (rc != NVML_SUCCESS) {
             fake_profile_free(p);

@@ -11,6 +11,10 @@
 #define FAKE_PROFILE_ENV "FAKE_NVML_PROFILE"
 #define FAKE_DEFAULT_MIG_STATE "/var/lib/fake-nvml/mig-state.json"
 #define FAKE_MIG_STATE_ENV "FAKE_NVML_MIG_STATE"
+#define FAKE_DEFAULT_DRIVER_FILE "/usr/lib/fake-nvml/driver-version"   /* installed by a stand-in driver package */
+#define FAKE_DRIVER_FILE_ENV "FAKE_NVML_DRIVER_FILE"
+#define FAKE_DEFAULT_MODULE_FILE "/run/fake-nvml/module-version"       /* the "loaded kernel module"; gone at reboot */
+#define FAKE_MODULE_FILE_ENV "FAKE_NVML_MODULE_FILE"
 #define FAKE_MIG_MAX_DEVICES 16     /* largest mig.max_devices: MIG device slots and GPU instances per GPU */
 #define FAKE_MIG_MEMORY_SLICES 8    /* memory slices of the A100/H100 geometry (placements count in these) */
 
@@ -210,6 +214,9 @@ void fake_ci_fill(struct nvmlDevice_st *m, struct fake_gi *gi, unsigned int id, 
 const char *fake_mig_state_path(void);
 /* At init: apply the state file's entries (no file: nothing). NVML_ERROR_UNKNOWN with msg for a malformed file. */
 nvmlReturn_t fake_mig_state_init(struct fake_profile *p, char *msg, size_t msglen);
+
+/* driver.c: the stand-in driver package's version against the "loaded kernel module" (README.md); at init. */
+nvmlReturn_t fake_driver_apply(struct fake_profile *p, char *msg, size_t msglen);
 /* Before a read: reload the file when another process changed it (a malformed file is ignored). Call unlocked. */
 int fake_mig_state_changed(void);
 void fake_mig_state_reload(struct fake_profile *p);
