@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Builds the stand-in NVIDIA container toolkit packages (test stand-ins, NOT NVIDIA software) and a signed flat apt
-# repository laid out like https://nvidia.github.io/libnvidia-container (see README.md beside this file).
+# repository laid out like https://nvidia.github.io/libnvidia-container, and stand-in NVIDIA driver packages in a
+# second flat repository laid out like NVIDIA's CUDA repository, https://developer.download.nvidia.com/compute/cuda/
+# repos/debian12/x86_64/, signed with the same key (see README.md beside this file).
 #
 #   build_repo.sh --out DIR --gnupg DIR [--url URL]   the whole repository into DIR (its contents are replaced)
 #   build_repo.sh --debs-only --out DIR               only the .deb files (the reproducibility test compares them)
@@ -13,6 +15,11 @@
 set -euo pipefail
 
 TOOLKIT_VERSIONS=(1.19.0-1 1.20.0-1)
+# Stand-in driver packages: two releases of one branch, so that a rolling upgrade has somewhere to go.
+DRIVER_BRANCH=570
+DRIVER_VERSIONS=(570.124.06-1 570.172.08-1)
+CUDA_REPO_DIR=compute/cuda/repos/debian12/x86_64
+CUDA_KEY_NAME=3bf863cc.pub
 DOCKER2_VERSION=2.14.0-1
 DOCKER2_MIN_TOOLKIT=1.19.0
 ARCH=amd64
@@ -64,8 +71,14 @@ cleanup() {
 trap cleanup EXIT
 
 repo="$work/repo"
-pool="$repo/stable/deb/$ARCH"
-mkdir -p "$pool"
+toolkit_pool="$repo/stable/deb/$ARCH"
+cuda_pool="$repo/$CUDA_REPO_DIR"
+mkdir -p "$toolkit_pool" "$cuda_pool"
+# build_deb writes into $pool; what the packages are stand-ins for goes into their descriptions
+pool=$toolkit_pool
+WHAT="the NVIDIA"
+WHAT2=" container toolkit with apt where NVIDIA's repositories are unreachable. See"
+HOMEPAGE=https://github.com/NVIDIA/nvidia-container-toolkit
 
 # --- Package building blocks ---------------------------------------------------------------------------------------
 
@@ -104,10 +117,10 @@ build_deb() {
         [ -z "$depends" ] || echo "Depends: $depends"
         echo "Section: utils"
         echo "Priority: optional"
-        echo "Homepage: https://github.com/NVIDIA/nvidia-container-toolkit"
+        echo "Homepage: $HOMEPAGE"
         echo "Description: $description (kubegpu test stand-in, not NVIDIA software)"
-        echo " Built by the kubegpu.cluster test sandbox so that tests can install the NVIDIA"
-        echo " container toolkit with apt where NVIDIA's repositories are unreachable. See"
+        echo " Built by the kubegpu.cluster test sandbox so that tests can install $WHAT"
+        echo "$WHAT2"
         echo " /usr/share/doc/$pkg/README.kubegpu."
     } > "$root/DEBIAN/control"
     (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0r md5sum) \
@@ -206,17 +219,63 @@ readme "$root" nvidia-docker2 "$DOCKER2_VERSION"
 build_deb "$root" nvidia-docker2 "$DOCKER2_VERSION" all "nvidia-container-toolkit (>= $DOCKER2_MIN_TOOLKIT)" \
     "NVIDIA Container Toolkit meta-package for Docker < 19.03 (legacy)"
 
+# --- The stand-in driver packages, per driver version --------------------------------------------------------------
+#
+# nvidia-driver-cuda ships /usr/lib/fake-nvml/driver-version, one line with the driver version: the sandbox's fake
+# NVML (sandbox/fakenvml/driver.c) reports it once the "kernel module" of that version is loaded, and a driver/library
+# version mismatch while an older one still is (until a reboot). cuda-drivers-BRANCH and cuda-drivers are the
+# metapackages NVIDIA's CUDA repository names (gpu_driver installs cuda-drivers[-BRANCH]).
+
+pool=$cuda_pool
+WHAT="an NVIDIA"
+WHAT2=" driver with apt where NVIDIA's CUDA repository is unreachable. See"
+HOMEPAGE=https://developer.nvidia.com/cuda-downloads
+
+driver_readme() {
+    put_file "$1" "usr/share/doc/$2/README.kubegpu" 0644 <<TXT
+$2 $3 (kubegpu test stand-in)
+
+This package is a TEST STAND-IN built by the kubegpu.cluster collection's test sandbox
+(sandbox/aptrepo/build_repo.sh). It is NOT NVIDIA software and contains nothing of NVIDIA's:
+no kernel module and no library. It only lets the collection's tests install and upgrade
+"the NVIDIA driver" with apt, the way real users do, where NVIDIA's repositories cannot be
+reached. nvidia-driver-cuda ships /usr/lib/fake-nvml/driver-version, which the sandbox's fake
+NVML reports as the driver version once a "kernel module" of that version is loaded.
+TXT
+}
+
+for version in "${DRIVER_VERSIONS[@]}"; do
+    upstream=${version%-*}
+
+    root="$work/nvidia-driver-cuda_$version"
+    echo "$upstream" | put_file "$root" usr/lib/fake-nvml/driver-version 0644
+    driver_readme "$root" nvidia-driver-cuda "$version"
+    build_deb "$root" nvidia-driver-cuda "$version" "$ARCH" "" "NVIDIA driver $upstream user-space components"
+
+    root="$work/cuda-drivers-${DRIVER_BRANCH}_$version"
+    driver_readme "$root" "cuda-drivers-$DRIVER_BRANCH" "$version"
+    build_deb "$root" "cuda-drivers-$DRIVER_BRANCH" "$version" "$ARCH" "nvidia-driver-cuda (= $version)" \
+        "NVIDIA driver $DRIVER_BRANCH branch metapackage"
+
+    root="$work/cuda-drivers_$version"
+    driver_readme "$root" cuda-drivers "$version"
+    build_deb "$root" cuda-drivers "$version" "$ARCH" "cuda-drivers-$DRIVER_BRANCH (= $version)" \
+        "NVIDIA driver metapackage (newest branch)"
+done
+
 if [ "$debs_only" = 1 ]; then
     find "$out" -mindepth 1 -delete
-    cp -p "$pool"/*.deb "$out/"
+    cp -p "$toolkit_pool"/*.deb "$cuda_pool"/*.deb "$out/"
     ls "$out"
     exit 0
 fi
 
 # --- Flat repository: stable/deb/amd64/{Packages,Packages.gz,Release,InRelease,Release.gpg} -------------------------
 
-(
-    cd "$pool"
+# index DIR LABEL: Packages, Packages.gz and Release of the flat repository in DIR.
+index() {
+    (
+    cd "$1"
     # One deb at a time, in sorted order: the Packages file does not depend on the order of the directory.
     printf '%s\n' ./*.deb | sort | while read -r deb; do
         apt-ftparchive packages "$deb"
@@ -224,12 +283,15 @@ fi
     gzip -9n < Packages > Packages.gz
     apt-ftparchive \
         -o APT::FTPArchive::Release::Origin="kubegpu sandbox" \
-        -o APT::FTPArchive::Release::Label="nvidia-container-toolkit (kubegpu test stand-in)" \
+        -o APT::FTPArchive::Release::Label="$2 (kubegpu test stand-in)" \
         -o APT::FTPArchive::Release::Architectures="$ARCH all" \
         -o APT::FTPArchive::Release::Date="$(date -u -R -d "@$SOURCE_DATE_EPOCH")" \
         release . > "$work/Release"
     mv "$work/Release" Release
-)
+    )
+}
+index "$toolkit_pool" nvidia-container-toolkit
+index "$cuda_pool" cuda-drivers
 echo "deb $url/stable/deb/\$(ARCH) /" > "$repo/stable/deb/nvidia-container-toolkit.list"
 
 # --- Signing key (generated once, kept in the private GNUPGHOME), gpgkey, InRelease, Release.gpg --------------------
@@ -250,8 +312,11 @@ if [ -z "$fpr" ]; then
     [ -n "$fpr" ] || { echo "build_repo.sh: no key after gpg --quick-gen-key" >&2; exit 1; }
 fi
 gpg_ --armor --export "$fpr" > "$repo/gpgkey"
-gpg_ --yes --local-user "$fpr" --digest-algo SHA512 --clearsign -o "$pool/InRelease" "$pool/Release"
-gpg_ --yes --local-user "$fpr" --digest-algo SHA512 --armor --detach-sign -o "$pool/Release.gpg" "$pool/Release"
+cp "$repo/gpgkey" "$cuda_pool/$CUDA_KEY_NAME"   # NVIDIA serves the CUDA repository's key beside its index
+for pool in "$toolkit_pool" "$cuda_pool"; do
+    gpg_ --yes --local-user "$fpr" --digest-algo SHA512 --clearsign -o "$pool/InRelease" "$pool/Release"
+    gpg_ --yes --local-user "$fpr" --digest-algo SHA512 --armor --detach-sign -o "$pool/Release.gpg" "$pool/Release"
+done
 
 # The served key must verify what is served: check with gpgv and a keyring made from gpgkey alone.
 gpg_ --dearmor < "$repo/gpgkey" > "$work/keyring.gpg"
@@ -259,10 +324,12 @@ verify() {
     gpgv --homedir "$work" --keyring "$work/keyring.gpg" "$@" 2>"$work/gpgv.log" \
         || { echo "build_repo.sh: gpgkey does not verify $*:" >&2; cat "$work/gpgv.log" >&2; exit 1; }
 }
-verify "$pool/InRelease"
-verify "$pool/Release.gpg" "$pool/Release"
+for pool in "$toolkit_pool" "$cuda_pool"; do
+    verify "$pool/InRelease"
+    verify "$pool/Release.gpg" "$pool/Release"
+done
 
 # Replace the contents of $out but keep the directory itself: a running container's bind mount stays valid.
 find "$out" -mindepth 1 -delete
 cp -a "$repo/." "$out/"
-echo "build_repo.sh: $out signed by $fpr: $(cd "$pool" && echo ./*.deb | wc -w) packages"
+echo "build_repo.sh: $out signed by $fpr: $(cd "$toolkit_pool" && echo ./*.deb | wc -w) + $(cd "$cuda_pool" && echo ./*.deb | wc -w) packages"

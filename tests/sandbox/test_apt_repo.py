@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The stand-in NVIDIA container toolkit apt repository (sandbox/aptrepo, `make apt-repo`).
+"""The stand-in NVIDIA container toolkit and driver apt repositories (sandbox/aptrepo, `make apt-repo`).
 
 Host side: the layout mirrors nvidia.github.io/libnvidia-container (flat repository, suite "/", under
 stable/deb/amd64), the packages carry the right versions, dependencies and files, the .deb files are byte for byte
@@ -25,6 +25,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 REPO = ROOT / '.build' / 'aptrepo'
 POOL = REPO / 'stable' / 'deb' / 'amd64'
+# The stand-in driver packages' repository, laid out like NVIDIA's CUDA repository for Debian 12
+CUDA_DIR = 'compute/cuda/repos/debian12/x86_64'
+CUDA_POOL = REPO / CUDA_DIR
+DRIVER_OLD, DRIVER_NEW = '570.124.06-1', '570.172.08-1'
 BUILD_SCRIPT = ROOT / 'sandbox' / 'aptrepo' / 'build_repo.sh'
 IMAGE = 'kubegpu/node:base'
 OLD, NEW = '1.19.0-1', '1.20.0-1'
@@ -153,6 +157,16 @@ def _expected_packages():
     return expected
 
 
+def _expected_driver_packages():
+    """The stand-in driver packages, as _expected_packages."""
+    expected = {}
+    for version in (DRIVER_OLD, DRIVER_NEW):
+        expected[('nvidia-driver-cuda', version, 'amd64')] = (None, {'./usr/lib/fake-nvml/driver-version'})
+        expected[('cuda-drivers-570', version, 'amd64')] = ('nvidia-driver-cuda (= %s)' % version, set())
+        expected[('cuda-drivers', version, 'amd64')] = ('cuda-drivers-570 (= %s)' % version, set())
+    return expected
+
+
 def _stanzas(text):
     stanzas = []
     for block in text.strip().split('\n\n'):
@@ -221,7 +235,11 @@ def test_layout_mirrors_nvidia(apt_repo):
     files = sorted(str(path.relative_to(apt_repo)) for path in apt_repo.rglob('*') if path.is_file())
     debs = ['stable/deb/amd64/%s_%s_%s.deb' % key for key in sorted(_expected_packages())]
     index = ['stable/deb/amd64/%s' % name for name in ('InRelease', 'Packages', 'Packages.gz', 'Release', 'Release.gpg')]
-    assert files == sorted(['gpgkey', 'stable/deb/nvidia-container-toolkit.list'] + debs + index)
+    cuda = ['%s/%s_%s_%s.deb' % ((CUDA_DIR,) + key) for key in sorted(_expected_driver_packages())]
+    cuda += ['%s/%s' % (CUDA_DIR, name) for name in ('3bf863cc.pub', 'InRelease', 'Packages', 'Packages.gz', 'Release',
+                                                      'Release.gpg')]
+    assert files == sorted(['gpgkey', 'stable/deb/nvidia-container-toolkit.list'] + debs + index + cuda)
+    assert (CUDA_POOL / '3bf863cc.pub').read_bytes() == (apt_repo / 'gpgkey').read_bytes()
     assert (apt_repo / 'stable/deb/nvidia-container-toolkit.list').read_text(encoding='utf-8') == LIST_LINE + '\n'
     assert (apt_repo / 'gpgkey').read_text(encoding='ascii').startswith('-----BEGIN PGP PUBLIC KEY BLOCK-----')
     release = (POOL / 'Release').read_text(encoding='utf-8')
@@ -244,11 +262,24 @@ def test_package_index(apt_repo):
         assert 'not NVIDIA software' in stanza['Description']
 
 
-@pytest.mark.parametrize('key', sorted(_expected_packages()), ids=lambda key: '%s_%s' % key[:2])
+def test_driver_package_index(apt_repo):
+    stanzas = _stanzas((CUDA_POOL / 'Packages').read_text(encoding='utf-8'))
+    found = {(s['Package'], s['Version'], s['Architecture']): s.get('Depends') for s in stanzas}
+    assert found == {key: depends for key, (depends, _files) in _expected_driver_packages().items()}
+    for stanza in stanzas:
+        deb = CUDA_POOL / stanza['Filename']
+        assert stanza['SHA256'] == _sha256(deb) and int(stanza['Size']) == deb.stat().st_size
+        assert 'not NVIDIA software' in stanza['Description']
+    release = (CUDA_POOL / 'Release').read_text(encoding='utf-8')
+    assert 'Label: cuda-drivers (kubegpu test stand-in)' in release
+
+
+@pytest.mark.parametrize('key', sorted(_expected_packages()) + sorted(_expected_driver_packages()),
+                         ids=lambda key: '%s_%s' % key[:2])
 def test_package_contents(apt_repo, key, tmp_path):
     package, version, arch = key
-    depends, files = _expected_packages()[key]
-    deb = POOL / ('%s_%s_%s.deb' % key)
+    depends, files = {**_expected_packages(), **_expected_driver_packages()}[key]
+    deb = (POOL if key in _expected_packages() else CUDA_POOL) / ('%s_%s_%s.deb' % key)
     fields = _run(['dpkg-deb', '-f', str(deb), 'Package', 'Version', 'Architecture', 'Depends'], timeout=60).stdout
     assert _stanzas(fields)[0] == dict({'Package': package, 'Version': version, 'Architecture': arch},
                                        **({'Depends': depends} if depends else {}))
@@ -262,6 +293,8 @@ def test_package_contents(apt_repo, key, tmp_path):
     assert {path for path, mode in entries.items() if not mode.startswith('d')} == files | {readme}
     assert _run(['dpkg-deb', '-x', str(deb), str(tmp_path)], timeout=60).returncode == 0
     assert 'NOT NVIDIA software' in (tmp_path / readme).read_text(encoding='utf-8')
+    if package == 'nvidia-driver-cuda':  # what the fake NVML reads (sandbox/fakenvml/driver.c)
+        assert (tmp_path / 'usr/lib/fake-nvml/driver-version').read_text(encoding='ascii') == version.split('-')[0] + '\n'
     for path in files:
         if path.startswith('./usr/bin/'):
             assert entries[path] == '-rwxr-xr-x', path
@@ -278,6 +311,8 @@ def test_signatures_match_gpgkey(apt_repo, tmp_path):
     gpgv = ['gpgv', '--homedir', str(home), '--keyring', str(keyring)]
     assert _run(gpgv + [str(POOL / 'InRelease')], timeout=60).returncode == 0
     assert _run(gpgv + [str(POOL / 'Release.gpg'), str(POOL / 'Release')], timeout=60).returncode == 0
+    assert _run(gpgv + [str(CUDA_POOL / 'InRelease')], timeout=60).returncode == 0
+    assert _run(gpgv + [str(CUDA_POOL / 'Release.gpg'), str(CUDA_POOL / 'Release')], timeout=60).returncode == 0
     inrelease = (POOL / 'InRelease').read_text(encoding='utf-8')
     assert (POOL / 'Release').read_text(encoding='utf-8').strip() in inrelease
     tampered = tmp_path / 'InRelease'
@@ -290,8 +325,8 @@ def test_debs_are_reproducible(apt_repo, tmp_path):
     proc = _run([str(BUILD_SCRIPT), '--debs-only', '--out', str(tmp_path / 'debs')], timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rebuilt = {path.name: _sha256(path) for path in (tmp_path / 'debs').glob('*.deb')}
-    served = {path.name: _sha256(path) for path in POOL.glob('*.deb')}
-    assert len(served) == len(_expected_packages())
+    served = {path.name: _sha256(path) for path in list(POOL.glob('*.deb')) + list(CUDA_POOL.glob('*.deb'))}
+    assert len(served) == len(_expected_packages()) + len(_expected_driver_packages())
     assert rebuilt == served
 
 
