@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""The work of ``gpu_fleet_audit``: one paged LIST of the nodes, from which come what each node advertises, its labels,
+its kernel and its last proof record; the device plugin stage's labels judged on that list by
+:func:`.._k8s.node_labels.run` in check mode (the same rules and field manager, no request of its own); then
+:func:`.report.build`. Nothing is written."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils._audit import report
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, node_labels
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.labels import node_rules
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import read_record
+
+
+class Listed(object):
+    """A labeller that has listed the nodes already: :func:`.._k8s.node_labels.run` in check mode reads them from it and
+    writes nothing (it has no ``apply`` nor ``release``)."""
+
+    def __init__(self, nodes, field_manager=node_labels.FIELD_MANAGER):
+        self.nodes = nodes
+        self.field_manager = field_manager
+
+    def list_nodes(self):
+        return self.nodes
+
+
+def labels_plans(params, found):
+    """``({node name: its entry of the labels run in check mode}, warning or None)`` for the hosts with a ``gpu`` fact
+    whose node is in ``found``."""
+    names = params.get("node_names") or {}
+    facts = dict((host, read["gpu"]) for host, read in (params.get("hosts") or {}).items()
+                 if (read or {}).get("gpu") is not None and (names.get(host) or host) in found)
+    if not facts:
+        return {}, None
+    try:
+        labels_for, soft, releases = node_rules(params)
+        result = node_labels.run(dict(params, nodes=facts, state="present", missing_nodes="skip"), Listed(found),
+                                 labels_for, check_mode=True, soft=soft, releases=releases)
+    except KubegpuError as exc:
+        return {}, "the node labels were not judged: %s" % exc
+    return result["nodes"], None
+
+
+def run(params, labeller=None, now=None):
+    """The module's work; ``labeller``: a :class:`.._k8s.node_labels.NodeLabeller` (made from the options when None)."""
+    if labeller is None:
+        core = k8s_client.from_params(params).core
+        labeller = node_labels.NodeLabeller(core, timeout=params.get("request_timeout") or 30,
+                                            retries=params.get("retries") or 4)
+    found = labeller.list_nodes()
+    plans, warning = labels_plans(params, found) if params.get("labels", True) else ({}, None)
+    records = dict((name, read_record(node)) for name, node in found.items() if read_record(node))
+    when = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    built = report.build(params["hosts"], found, plans, records, node_names=params.get("node_names"),
+                         accelerator_label=params.get("accelerator_label"), generated_at=when)
+    result = {"changed": False, "report": built, "table": report.table(built), "summary": built["summary"]}
+    if warning:
+        result["warnings"] = [warning]
+    return result

@@ -1,0 +1,349 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kubegpu.cluster contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""The fleet audit's report: one entry per GPU host, from what the host read said (``read``: its ``gpu`` fact, the
+driver verdict, what each container runtime reports and what the container_toolkit role decided from it) and what the
+API server says of its node (the node object, the labels plan of the device plugin stage in check mode, the last
+proof), and a table a person reads at a glance. Pure functions: the cluster reads are :mod:`.fleet`'s.
+
+Drift is never judged here: it is what the bring-up's own decisions said (``runtime_decisions``' ``to_configure`` and
+``nvidia_runtime_config``'s plans from ``container_runtime_facts``, the toolkit's install decision, the labels
+:func:`.._k8s.node_labels.run` would set in check mode, the virtualenv's unmet requirements); this module only words
+it, with the file or label each one names."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
+    LABEL_MIG_CONFIG_STATE, RESOURCE_PREFIX, RUNTIME_NAME, RUNTIME_PATH,
+)
+
+SCHEMA_VERSION = 1
+# A node's state, worst first: the table and the summary count them in this order.
+STATES = ("unreachable", "error", "problem", "drift", "ok")
+LABEL_PREFIXES = (RESOURCE_PREFIX + "/", "kubegpu.cluster/", "sandbox.kubegpu.io/")
+COLUMNS = ("NODE", "STATE", "GPUS", "DRIVER", "KERNEL", "NOUVEAU", "DEFAULT RUNTIME", "ADVERTISED", "MIG", "PROOF",
+           "DRIFT")
+CELL_WIDTH = 48  # the longest cell; the JSON has the whole value
+
+
+def _mib_text(mib):
+    if not isinstance(mib, int) or mib <= 0:
+        return "?"
+    return "%d GiB" % round(mib / 1024.0) if mib >= 1024 else "%d MiB" % mib
+
+
+def gpus(fact):
+    """The GPUs of a ``gpu`` fact: count, each model with its count and memory, and the devices in short."""
+    fact = fact or {}
+    devices = []
+    models = {}
+    for device in fact.get("devices") or []:
+        name = device.get("name") or "unreadable GPU"
+        memory = device.get("memory_total_mib")
+        mig = device.get("mig") or {}
+        devices.append({"index": device.get("index"), "name": name, "memory_total_mib": memory,
+                        "healthy": device.get("healthy"), "mig": {
+                            "capable": bool(mig.get("capable")), "current": bool(mig.get("current")),
+                            "pending": bool(mig.get("pending")), "devices": sorted(
+                                (d.get("profile") for d in mig.get("devices") or [] if d.get("profile")))}})
+        entry = models.setdefault(name, {"name": name, "count": 0, "memory_total_mib": memory})
+        entry["count"] += 1
+    return {"count": fact.get("count", len(devices)), "models": [models[n] for n in sorted(models)],
+            "devices": devices}
+
+
+def mig(fact, labels):
+    """The MIG layout per GPU (mode now and pending, instances by profile) and the node's ``mig.config.state``."""
+    layout = []
+    for device in gpus(fact)["devices"]:
+        if not device["mig"]["capable"]:
+            continue
+        counts = {}
+        for profile in device["mig"]["devices"]:
+            counts[profile] = counts.get(profile, 0) + 1
+        layout.append({"index": device["index"], "enabled": device["mig"]["current"],
+                       "pending": device["mig"]["pending"], "devices": counts})
+    return {"gpus": layout, "config_state": (labels or {}).get(LABEL_MIG_CONFIG_STATE)}
+
+
+def runtimes(toolkit):
+    """Per runtime the host runs: its version, its default runtime and its runtimes, as its daemon reports them."""
+    out = {}
+    for name, found in sorted(((toolkit or {}).get("runtimes") or {}).items()):
+        report = found.get("reports") or {}
+        out[name] = {"version": found.get("version"), "default_runtime": report.get("default_runtime"),
+                     "runtimes": sorted(report.get("runtimes") or {}), "error": report.get("error")}
+    return out
+
+
+def _runtime_reasons(runtime, plan, check, report, toolkit):
+    """Why the container_toolkit role would configure ``runtime`` (it is in ``to_configure``)."""
+    reasons = []
+    name = toolkit.get("runtime_name") or RUNTIME_NAME
+    path = toolkit.get("runtime_path") or RUNTIME_PATH
+    if plan is None:
+        reasons.append("nothing says whether nvidia_runtime_config would change its configuration")
+    elif plan.get("changed") is None:
+        reasons.append("cannot tell whether %s would change (%s)" % (plan.get("config_path") or "its configuration",
+                                                                      plan.get("error") or "no plan"))
+    elif plan.get("changed"):
+        reasons.append("%s would change" % ", ".join(plan.get("files") or [plan.get("config_path") or "a file"]))
+    if check is not None and not check.get("as_asked"):
+        if report.get("error") or not report.get("ok", True):
+            reasons.append("its daemon could not be read (%s)" % (report.get("error") or "no report"))
+        else:
+            ours = (report.get("runtimes") or {}).get(name)
+            if not ours:
+                reasons.append("its daemon does not report the %s runtime" % name)
+            elif ours.get("path") != path:
+                reasons.append("its daemon runs %s with %s, not %s" % (name, ours.get("path"), path))
+            if toolkit.get("set_as_default", True) and report.get("default_runtime") != name:
+                reasons.append("its daemon's default runtime is %s, not %s" % (report.get("default_runtime"), name))
+    return reasons
+
+
+def toolkit_drift(toolkit):
+    """``[{stage, subject, reason}]``: what a rerun of the container_toolkit role would change on the host, from its own
+    decisions (``decided`` is ``runtime_decisions``' result, ``plans`` container_runtime_facts')."""
+    toolkit = toolkit or {}
+    decided = toolkit.get("decided") or {}
+    plans = toolkit.get("plans") or {}
+    found = toolkit.get("runtimes") or {}
+    drift = []
+    install = toolkit.get("install") or {}
+    if install.get("needed"):
+        parts = []
+        if install.get("missing"):
+            parts.append("install %s" % ", ".join(install["missing"]))
+        if not install.get("repository_ok", True):
+            parts.append("write the NVIDIA repository and its key")
+        drift.append({"stage": "container_toolkit", "subject": "packages",
+                      "reason": "would %s" % (" and ".join(parts) or "install the toolkit")})
+    for runtime in decided.get("to_configure") or []:
+        report = (found.get(runtime) or {}).get("reports") or {}
+        reasons = _runtime_reasons(runtime, plans.get(runtime), (decided.get("checks") or {}).get(runtime), report,
+                                   toolkit)
+        subject = (plans.get(runtime) or {}).get("config_path") or runtime
+        drift.append({"stage": "container_toolkit", "subject": "%s %s" % (runtime, subject),
+                      "reason": "; ".join(reasons) or "would configure %s" % runtime})
+    for runtime in decided.get("unverified") or []:
+        if runtime not in (decided.get("to_configure") or []):
+            drift.append({"stage": "container_toolkit", "subject": runtime,
+                          "reason": "its daemon does not report the NVIDIA runtime as the role verifies it: a rerun "
+                                    "would fail there"})
+    return drift
+
+
+def labels_drift(plan):
+    """``[{stage, subject, reason}]`` from a node's entry of the labels run in check mode (``status``,
+    ``labels_set``, ``labels_removed``)."""
+    if not plan or plan.get("status") != "changed":
+        return []
+    parts = ["set %s" % ", ".join("%s=%s" % item for item in sorted((plan.get("labels_set") or {}).items()))] \
+        if plan.get("labels_set") else []
+    if plan.get("labels_removed"):
+        parts.append("remove %s" % ", ".join(plan["labels_removed"]))
+    return [{"stage": "device_plugin", "subject": "node labels", "reason": "would " + " and ".join(parts)}]
+
+
+def proof(record, fact):
+    """The last passed proof recorded on the node (``record`` as :func:`.._nvidia.proof.read_record` returns it), and
+    whether the driver it ran under is the one the host has now."""
+    if not record:
+        return None
+    under = record.get("under") or {}
+    driver = (fact or {}).get("driver_version")
+    stale = None
+    if under.get("driver_version") and driver and under["driver_version"] != driver:
+        stale = "proved under driver %s, the host has %s now" % (under["driver_version"], driver)
+    return {"passed_at": record.get("passed_at"), "job": record.get("job"), "resource": record.get("resource"),
+            "detail": record.get("detail"), "under": under, "stale": stale}
+
+
+def _nvidia(resources):
+    return dict((k, v) for k, v in sorted((resources or {}).items()) if k.startswith(RESOURCE_PREFIX + "/"))
+
+
+def node_report(host, read, node=None, labels_plan=None, record=None, node_name=None, accelerator_label=None):
+    """One host's entry of the audit.
+
+    ``read``: what the host play gathered (``reachable``, ``errors``, ``gpu``, ``driver_verdict``, ``toolkit``,
+    ``python_unmet``); ``node``: its node object (plain API JSON), None when the cluster has none of that name;
+    ``labels_plan``: the node's entry of the labels run in check mode; ``record``: its last proof record.
+    """
+    read = read or {}
+    name = node_name or host
+    errors = list(read.get("errors") or [])
+    fact = read.get("gpu")
+    meta = (node or {}).get("metadata") or {}
+    status = (node or {}).get("status") or {}
+    all_labels = meta.get("labels") or {}
+    labels = dict((k, v) for k, v in sorted(all_labels.items())
+                  if k.startswith(LABEL_PREFIXES) or (accelerator_label and k == accelerator_label))
+    verdict = read.get("driver_verdict") or {}
+    drift = toolkit_drift(read.get("toolkit")) + labels_drift(labels_plan)
+    if read.get("python_unmet"):
+        drift.append({"stage": "python_env", "subject": "virtualenv",
+                      "reason": "would install %s" % ", ".join(read["python_unmet"])})
+    problems = list(verdict.get("problems") or [])
+    nvml = (fact or {}).get("nvml") or {}
+    if fact is not None and nvml.get("status") not in (None, "ok"):
+        text = "NVML %s%s" % (nvml.get("status"), ": %s" % nvml["message"] if nvml.get("message") else "")
+        if not any(text in p for p in problems):
+            problems.append(text)
+    if node is None and read.get("reachable", True):
+        problems.append("no node %s in the cluster%s" % (name, " (map the host with kubegpu_node_name)"
+                                                          if name == host else ""))
+    last = proof(record, fact)
+    if last and last["stale"]:
+        problems.append("last proof " + last["stale"])
+    if not read.get("reachable", True):
+        state = "unreachable"
+    elif errors:
+        state = "error"
+    elif problems or verdict.get("status") == "failed":
+        state = "problem"
+    elif drift:
+        state = "drift"
+    else:
+        state = "ok"
+    modules = (fact or {}).get("kernel_modules") or {}
+    return {
+        "host": host,
+        "node": name,
+        "state": state,
+        "reachable": bool(read.get("reachable", True)),
+        "errors": errors,
+        "problems": problems,
+        "in_cluster": node is not None,
+        "schedulable": not ((node or {}).get("spec") or {}).get("unschedulable", False) if node else None,
+        "gpus": gpus(fact) if fact is not None else None,
+        "nvml": {"status": nvml.get("status"), "message": nvml.get("message")} if fact is not None else None,
+        "driver": {"version": (fact or {}).get("driver_version"), "cuda": (fact or {}).get("cuda_driver_version"),
+                   "verdict": verdict.get("status"), "summary": verdict.get("summary")},
+        "kernel": ((status.get("nodeInfo") or {}).get("kernelVersion")) or None,
+        "nouveau": modules.get("nouveau") if fact is not None else None,
+        "runtimes": runtimes(read.get("toolkit")),
+        "drift": drift,
+        "advertised": {"capacity": _nvidia(status.get("capacity")), "allocatable": _nvidia(status.get("allocatable"))},
+        "mig": mig(fact, all_labels),
+        "labels": labels,
+        "proof": last,
+    }
+
+
+def summary(reports):
+    """How many nodes are in each state, and the hosts that drifted."""
+    out = dict((state, 0) for state in STATES)
+    for entry in reports:
+        out[entry["state"]] += 1
+    out["total"] = len(reports)
+    out["drifted"] = sorted(e["host"] for e in reports if e["drift"])
+    return out
+
+
+def build(hosts, nodes, labels_plans, records, node_names=None, accelerator_label=None, generated_at=None):
+    """The whole report (JSON-ready): one entry per host of ``hosts`` (host -> read), sorted by host."""
+    node_names = node_names or {}
+    reports = []
+    for host in sorted(hosts):
+        name = node_names.get(host) or host
+        reports.append(node_report(host, hosts[host], (nodes or {}).get(name), (labels_plans or {}).get(name),
+                                   (records or {}).get(name), name, accelerator_label))
+    return {"schema": SCHEMA_VERSION, "generated_at": generated_at, "summary": summary(reports), "nodes": reports}
+
+
+# --- The table ------------------------------------------------------------------------------------------------------
+
+def _short(text, width=CELL_WIDTH):
+    text = str(text)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _gpu_cell(entry):
+    if entry["gpus"] is None:
+        return "?"
+    if not entry["gpus"]["models"]:
+        return "none"
+    return ", ".join("%dx %s %s" % (m["count"], m["name"].replace("NVIDIA ", ""), _mib_text(m["memory_total_mib"]))
+                     for m in entry["gpus"]["models"])
+
+
+def _advertised_cell(entry):
+    allocatable = entry["advertised"]["allocatable"]
+    if not allocatable:
+        return "-"
+    return " ".join("%s:%s" % (k[len(RESOURCE_PREFIX) + 1:], v) for k, v in sorted(allocatable.items()))
+
+
+def _mig_cell(entry):
+    layout = entry["mig"]["gpus"]
+    state = entry["mig"]["config_state"]
+    if not layout:
+        return "-" if not state else "- (%s)" % state
+    on = sum(1 for g in layout if g["enabled"])
+    pending = sum(1 for g in layout if g["pending"] != g["enabled"])
+    text = "%d/%d on" % (on, len(layout))
+    if pending:
+        text += ", %d pending" % pending
+    return text + (" (%s)" % state if state else "")
+
+
+def _proof_cell(entry):
+    last = entry["proof"]
+    if not last:
+        return "none"
+    return "%s%s" % (last.get("passed_at") or "passed", " (stale)" if last.get("stale") else "")
+
+
+def _runtime_cell(entry):
+    return " ".join("%s=%s" % (name, r["default_runtime"] or "?") for name, r in entry["runtimes"].items()) or "?"
+
+
+def _driver_cell(entry):
+    version = entry["driver"]["version"] or "-"
+    verdict = entry["driver"]["verdict"]
+    return version if verdict in (None, "ok") else "%s (%s)" % (version, verdict)
+
+
+def _nouveau_cell(entry):
+    return {True: "LOADED", False: "no", None: "?"}[entry["nouveau"]]
+
+
+def row(entry):
+    """The table's cells of one entry."""
+    if entry["state"] == "unreachable":
+        cells = [entry["host"], "unreachable"] + ["?"] * (len(COLUMNS) - 3) + ["?"]
+    else:
+        cells = [entry["host"] if entry["host"] == entry["node"] else "%s (%s)" % (entry["host"], entry["node"]),
+                 entry["state"], _gpu_cell(entry), _driver_cell(entry), entry["kernel"] or "?", _nouveau_cell(entry),
+                 _runtime_cell(entry), _advertised_cell(entry), _mig_cell(entry), _proof_cell(entry),
+                 "yes (%d)" % len(entry["drift"]) if entry["drift"] else "no"]
+    return [_short(c) for c in cells]
+
+
+def table(report):
+    """The report as text: a fixed-width table, then one line per drift, problem and error, then the counts."""
+    rows = [list(COLUMNS)] + [row(e) for e in report["nodes"]]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows]
+    details = []
+    for entry in report["nodes"]:
+        for item in entry["drift"]:
+            details.append("%s: drift: %s %s: %s" % (entry["host"], item["stage"], item["subject"], item["reason"]))
+        for text in entry["problems"]:
+            details.append("%s: problem: %s" % (entry["host"], text))
+        for text in entry["errors"]:
+            details.append("%s: %s: %s" % (entry["host"], entry["state"], text))
+    counts = report["summary"]
+    lines.append("")
+    lines.extend(details)
+    lines.append("%d node(s): %s" % (counts["total"], ", ".join(
+        "%d %s" % (counts[state], state) for state in reversed(STATES) if counts[state])) if counts["total"] else
+                 "no GPU host in the inventory")
+    return "\n".join(lines) + "\n"
