@@ -342,8 +342,19 @@ def add_import(main_text, main_path, drop_in_path, version):
     return document.render()
 
 
-def remove_import(main_text, main_path, drop_in_path):
-    """The main config without the ``imports`` entries equal to ``drop_in_path`` (an emptied list stays: ``[]``).
+# The first line of a drop-in whose main config had no ``imports`` before ours: with it, removal takes the key away
+# again (an emptied list otherwise stays, as ``[]``, since a user's own ``imports = []`` looks the same).
+IMPORTS_ADDED = "# kubegpu.cluster: %s had no imports before this file; removing it removes the key again\n"
+
+
+def had_imports(main_text, main_path):
+    """Whether the main config has an ``imports`` key (a missing or blank file has none)."""
+    return "imports" in (toml_data(main_text, main_path) or {})
+
+
+def remove_import(main_text, main_path, drop_in_path, drop_key=False):
+    """The main config without the ``imports`` entries equal to ``drop_in_path`` (an emptied list stays: ``[]``,
+    unless ``drop_key``: the key was ours to add, see :data:`IMPORTS_ADDED`, and goes).
 
     A file left holding nothing but ``version`` and an empty ``imports``, and no comment, is the stub that adding the
     import made (or nvidia-ctk's): it goes, as nvidia-ctk simplifies it (NVIDIA/nvidia-container-toolkit
@@ -353,7 +364,10 @@ def remove_import(main_text, main_path, drop_in_path):
         return main_text
     document = Document(main_text, main_path)
     _imports(document, main_path)
-    document.remove(("imports",), drop_in_path)
+    if drop_key and all(entry == drop_in_path for entry in document.get(("imports",)) or []):
+        document.delete(("imports",))
+    else:
+        document.remove(("imports",), drop_in_path)
     after = document.render()
     left = toml_data(after, main_path)
     stub = set(left) <= set(["version", "imports"]) and not left.get("imports")
@@ -613,6 +627,9 @@ class Containerd(Runtime):
                 binary = ask_binary()  # how another file's CRI table combines with the main file's
                 merges = isinstance(binary, tuple) and binary >= (2, 1)
             wanted = drop_in(main_text, main_path, settings, version, imported_tables=tables, merges=merges)
+            note = IMPORTS_ADDED % main_path
+            if not had_imports(main_text, main_path) or (drop_text is not None and drop_text.startswith(note)):
+                wanted = note + wanted  # removal gives the main config back without the key
             if drop_text is not None and toml_data(drop_text, drop_path) == toml_data(wanted, drop_path):
                 wanted = drop_text  # the same settings (written by nvidia-ctk, say): no rewrite, no restart
             # the drop-in first: the main config must never import a file that is not there yet
@@ -620,7 +637,8 @@ class Containerd(Runtime):
             the_plan.changes.append(Change(main_path, main_text, add_import(main_text, main_path, entry, version)))
         else:
             if main_text is not None:
-                the_plan.changes.append(Change(main_path, main_text, remove_import(main_text, main_path, entry)))
+                ours = drop_text is not None and drop_text.startswith(IMPORTS_ADDED % main_path)
+                the_plan.changes.append(Change(main_path, main_text, remove_import(main_text, main_path, entry, ours)))
             the_plan.changes.append(Change(drop_path, drop_text, None))
 
     def _command(self, the_plan, host):

@@ -554,3 +554,26 @@ def test_absent_turns_cdi_off_only_where_it_was_ours(tmp_path, runtime, name, us
     # the same settings again (containerd keeps a table header it emptied, as it keeps every headed table)
     settings = json.loads if runtime == "docker" else (lambda text: without_empty_tables(plain(tomlkit.parse(text))))
     assert settings(path.read_text()) == settings(plain_text) and not (tmp_path / (name + ".kubegpu.json")).exists()
+
+
+@pytest.mark.parametrize("users_own", [
+    # Debian's containerd package: no imports key; the drop-in remembers that the key was ours to add
+    'version = 2\n\n[plugins]\n  [plugins."io.containerd.grpc.v1.cri"]\n    [plugins."io.containerd.grpc.v1.cri".cni]\n'
+    '      bin_dir = "/usr/lib/cni"\n',
+    # containerd config default: an empty imports list of the user's own, which stays
+    'version = 2\nimports = []\noom_score = 0\n\n[plugins]\n  [plugins."io.containerd.grpc.v1.cri"]\n    sandbox_image = "x"\n',
+    # an import of the user's own: only ours goes
+    'version = 2\nimports = ["/etc/containerd/other.toml"]\n\n[plugins]\n  [plugins."io.containerd.grpc.v1.cri"]\n'
+    '    sandbox_image = "x"\n',
+])
+def test_containerd_drop_in_absent_after_present_gives_config_toml_back_byte_for_byte(tmp_path, users_own):
+    main = tmp_path / "config.toml"
+    main.write_text(users_own)
+    drop = tmp_path / "conf.d" / "99-nvidia.toml"
+    args = params(runtime="containerd", config_path=str(main), drop_in_path=str(drop), validate="")
+    runner.run(dict(args))
+    assert str(drop) in tomlkit.parse(main.read_text())["imports"]
+    assert runner.run(dict(args))["changed"] is False
+    gone = runner.run(dict(args, state="absent"))
+    assert gone["changed"] is True and main.read_text() == users_own and not drop.exists()
+    assert runner.run(dict(args, state="absent"))["changed"] is False
