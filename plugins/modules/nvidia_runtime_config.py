@@ -134,8 +134,9 @@ options:
         holding nothing (C({})) is deleted, as it is what O(state=present) makes of a missing one.
       - For a containerd drop-in, V(absent) removes the C(imports) entry equal to O(drop_in_path) and deletes the
         drop-in. An C(imports) list left empty stays, as V([]), unless the main config had no C(imports) before
-        O(state=present) added it; the drop-in's first line (a comment) remembers that, and the key goes with it. For a CRI-O drop-in, it removes the runtime's tables
-        from the drop-in, and deletes the file when nothing else is left in it.
+        O(state=present) added it; the drop-in's first line (a comment) remembers that, and the key goes with it.
+        For a CRI-O drop-in, it removes the runtime's tables from the drop-in, and deletes the file when nothing else
+        is left in it.
     type: str
     choices: [present, absent]
     default: present
