@@ -92,7 +92,7 @@ def _runtime_reasons(runtime, plan, check, report, toolkit):
         reasons.append("cannot tell whether %s would change (%s)" % (plan.get("config_path") or "its configuration",
                                                                       plan.get("error") or "no plan"))
     elif plan.get("changed"):
-        reasons.append("%s would change" % ", ".join(plan.get("files") or [plan.get("config_path") or "a file"]))
+        reasons.append("would change %s" % ", ".join(plan.get("files") or [plan.get("config_path") or "a file"]))
     if check is not None and not check.get("as_asked"):
         if report.get("error") or not report.get("ok", True):
             reasons.append("its daemon could not be read (%s)" % (report.get("error") or "no report"))
@@ -128,8 +128,7 @@ def toolkit_drift(toolkit):
         report = (found.get(runtime) or {}).get("reports") or {}
         reasons = _runtime_reasons(runtime, plans.get(runtime), (decided.get("checks") or {}).get(runtime), report,
                                    toolkit)
-        subject = (plans.get(runtime) or {}).get("config_path") or runtime
-        drift.append({"stage": "container_toolkit", "subject": "%s %s" % (runtime, subject),
+        drift.append({"stage": "container_toolkit", "subject": runtime,
                       "reason": "; ".join(reasons) or "would configure %s" % runtime})
     for runtime in decided.get("unverified") or []:
         if runtime not in (decided.get("to_configure") or []):
@@ -335,7 +334,7 @@ def table(report):
     details = []
     for entry in report["nodes"]:
         for item in entry["drift"]:
-            details.append("%s: drift: %s %s: %s" % (entry["host"], item["stage"], item["subject"], item["reason"]))
+            details.append("%s: drift: %s/%s: %s" % (entry["host"], item["stage"], item["subject"], item["reason"]))
         for text in entry["problems"]:
             details.append("%s: problem: %s" % (entry["host"], text))
         for text in entry["errors"]:

@@ -73,14 +73,14 @@ def test_a_node_as_the_bring_up_left_it_is_ok():
 def test_a_hand_edited_daemon_json_is_drift_naming_the_file_and_the_default():
     entry = report.node_report("kg-a", read(toolkit=toolkit(docker_default="runc", docker_changed=True)), node("kg-a"))
     assert entry["state"] == "drift"
-    assert [(d["stage"], d["subject"]) for d in entry["drift"]] == [("container_toolkit", "docker " + DAEMON_JSON)]
+    assert [(d["stage"], d["subject"]) for d in entry["drift"]] == [("container_toolkit", "docker")]
     reason = entry["drift"][0]["reason"]
-    assert DAEMON_JSON + " would change" in reason and "default runtime is runc, not nvidia" in reason
+    assert "would change " + DAEMON_JSON in reason and "default runtime is runc, not nvidia" in reason
 
 
 def test_a_file_that_would_change_while_the_daemon_is_as_asked_is_drift_too():
     entry = report.node_report("kg-a", read(toolkit=toolkit(docker_changed=True)), node("kg-a"))
-    assert entry["drift"][0]["reason"] == DAEMON_JSON + " would change"
+    assert entry["drift"][0]["reason"] == "would change " + DAEMON_JSON
 
 
 def test_packages_the_toolkit_would_install_and_the_virtualenv_are_drift():
@@ -149,7 +149,7 @@ def test_the_table_has_a_row_per_host_and_a_line_per_drift():
     assert [line.split()[0] for line in lines[1:4]] == ["kg-a", "kg-b", "kg-c"]
     assert [line.split()[1] for line in lines[1:4]] == ["ok", "drift", "unreachable"]
     drift_lines = [line for line in lines if ": drift: " in line]
-    assert len(drift_lines) == 1 and drift_lines[0].startswith("kg-b: drift: container_toolkit docker " + DAEMON_JSON)
+    assert len(drift_lines) == 1 and drift_lines[0].startswith("kg-b: drift: container_toolkit/docker: would change " + DAEMON_JSON)
     assert lines[-1] == "3 node(s): 1 ok, 1 drift, 1 unreachable"
     assert built["summary"]["drifted"] == ["kg-b"]
     # every row has the header's number of columns
