@@ -129,6 +129,11 @@ demo: venv fakenvml node-images nodes-up sandbox-up artifact
 	  $(VENV)/bin/ansible-playbook -i $(SANDBOX)/inventory -i sandbox/inventory/k8s_api.yml sandbox/demo.yml
 	@echo; cat $(SANDBOX)/demo-report.txt
 	@echo; echo "The same as JSON: $(SANDBOX)/demo-summary.json"
+	ANSIBLE_COLLECTIONS_PATH=$(ARTIFACT_COLLECTIONS) $(VENV)/bin/ansible-playbook -i $(SANDBOX)/inventory \
+	  -i sandbox/inventory/k8s_api.yml sandbox/demo_audit.yml -e audit_report_dir=$(SANDBOX)/audit >$(SANDBOX)/audit.log \
+	  || { tail -40 $(SANDBOX)/audit.log; exit 1; }
+	@echo; echo "The fleet audit ($(SANDBOX)/audit/audit.json; log $(SANDBOX)/audit.log; docs/audit.md):"
+	@cat $(SANDBOX)/audit/audit.txt
 
 test: test-static test-molecule test-python
 

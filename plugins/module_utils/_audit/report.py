@@ -89,8 +89,8 @@ def _runtime_reasons(runtime, plan, check, report, toolkit):
     if plan is None:
         reasons.append("nothing says whether nvidia_runtime_config would change its configuration")
     elif plan.get("changed") is None:
-        reasons.append("cannot tell whether %s would change (%s)" % (plan.get("config_path") or "its configuration",
-                                                                      plan.get("error") or "no plan"))
+        what = plan.get("config_path") or "its configuration"
+        reasons.append("cannot tell whether %s would change (%s)" % (what, plan.get("error") or "no plan"))
     elif plan.get("changed"):
         reasons.append("would change %s" % ", ".join(plan.get("files") or [plan.get("config_path") or "a file"]))
     if check is not None and not check.get("as_asked"):
@@ -196,8 +196,8 @@ def node_report(host, read, node=None, labels_plan=None, record=None, node_name=
         if not any(text in p for p in problems):
             problems.append(text)
     if node is None and read.get("reachable", True):
-        problems.append("no node %s in the cluster%s" % (name, " (map the host with kubegpu_node_name)"
-                                                          if name == host else ""))
+        hint = " (map the host with kubegpu_node_name)" if name == host else ""
+        problems.append("no node %s in the cluster%s" % (name, hint))
     last = proof(record, fact)
     if last and last["stale"]:
         problems.append("last proof " + last["stale"])
@@ -342,7 +342,6 @@ def table(report):
     counts = report["summary"]
     lines.append("")
     lines.extend(details)
-    lines.append("%d node(s): %s" % (counts["total"], ", ".join(
-        "%d %s" % (counts[state], state) for state in reversed(STATES) if counts[state])) if counts["total"] else
-                 "no GPU host in the inventory")
+    states = ", ".join("%d %s" % (counts[state], state) for state in reversed(STATES) if counts[state])
+    lines.append("%d node(s): %s" % (counts["total"], states) if counts["total"] else "no GPU host in the inventory")
     return "\n".join(lines) + "\n"

@@ -28,11 +28,11 @@ def gpu_fact(count=2, name="NVIDIA A100-SXM4-80GB", mib=81920, driver="550.54.15
 
 
 def toolkit(docker_default="nvidia", docker_changed=False, containerd_default="nvidia", missing=()):
-    facts = {"runtimes": {
-        "docker": {"version": "20.10.24", "reports": {"ok": True, "default_runtime": docker_default,
-                                                       "runtimes": {"nvidia": NVIDIA, "runc": {"path": "runc"}}}},
-        "containerd": {"version": "1.6.20", "reports": {"ok": True, "default_runtime": containerd_default,
-                                                         "runtimes": {"nvidia": NVIDIA, "runc": {}}}}},
+    docker = {"ok": True, "default_runtime": docker_default, "runtimes": {"nvidia": NVIDIA, "runc": {"path": "runc"}}}
+    containerd = {"ok": True, "default_runtime": containerd_default, "runtimes": {"nvidia": NVIDIA, "runc": {}}}
+    facts = {
+        "runtimes": {"docker": {"version": "20.10.24", "reports": docker},
+                     "containerd": {"version": "1.6.20", "reports": containerd}},
         "plans": {"docker": {"changed": docker_changed, "files": [DAEMON_JSON] if docker_changed else [],
                              "config_path": DAEMON_JSON, "error": None},
                   "containerd": {"changed": False, "files": [], "config_path": "/etc/containerd/config.toml",
@@ -60,8 +60,8 @@ def node(name, labels=None, allocatable=None, record=None, kernel="6.1.0-18-amd6
 
 
 def test_a_node_as_the_bring_up_left_it_is_ok():
-    entry = report.node_report("kg-a", read(), node("kg-a", {"nvidia.com/gpu.present": "true", "other": "x"},
-                                                       {"nvidia.com/gpu": "2"}))
+    labels = {"nvidia.com/gpu.present": "true", "other": "x"}
+    entry = report.node_report("kg-a", read(), node("kg-a", labels, {"nvidia.com/gpu": "2"}))
     assert entry["state"] == "ok" and entry["drift"] == [] and entry["problems"] == []
     assert entry["gpus"]["models"] == [{"name": "NVIDIA A100-SXM4-80GB", "count": 2, "memory_total_mib": 81920}]
     assert entry["runtimes"]["docker"]["default_runtime"] == "nvidia"
