@@ -170,6 +170,18 @@ options:
     description: With O(label_facts), the key of the label set to the product slug; an empty string sets no such label.
     type: str
     default: accelerator
+  readiness_taint:
+    description:
+      - The readiness gate. With O(label_facts), each node that these labels make a GPU node (C(nvidia.com/gpu.present)
+        set to C(true) in this run - a node that just joined, or whose GPU was just found) is tainted
+        C(kubegpu.cluster/gpu-unproven=true:NoSchedule) before the plugin can advertise anything there, so that no
+        workload lands on it until M(kubegpu.cluster.gpu_proof) with
+        O(kubegpu.cluster.gpu_proof#module:readiness_taint=true) has passed on it and removed the taint.
+      - The device plugin, GPU feature discovery and the NFD worker tolerate the taint (added to O(tolerations) and
+        the NFD worker's tolerations). A node already labelled is never tainted, so a rerun changes nothing.
+      - O(state=absent) removes the taint from every node that has it, whatever this option says.
+    type: bool
+    default: false
   missing_nodes:
     description:
       - With O(label_facts), what to do about hosts whose nodes are not in the cluster.
@@ -310,6 +322,18 @@ labels:
   returned: when O(label_facts) is given and O(state=present)
   type: dict
   sample: {"changed": false, "summary": {"total": 5, "changed": 0, "unchanged": 5, "missing": 0}}
+tainted:
+  description: With O(readiness_taint) and O(label_facts), the nodes given the readiness taint (in check mode, that would be).
+  returned: when O(readiness_taint) and O(label_facts) are given and O(state=present)
+  type: list
+  elements: str
+  sample: ["gpu-7"]
+untainted:
+  description: With O(state=absent), the nodes whose readiness taint was removed (in check mode, would be).
+  returned: when O(state=absent)
+  type: list
+  elements: str
+  sample: []
 diff:
   description:
     - C(before) and C(after), each mapping C(Kind/namespace/name) to the object (null when absent).
@@ -357,6 +381,7 @@ def main():
             nfd=dict(type="dict"),
             accelerator_label=dict(type="str", default=nv.DEFAULT_ACCELERATOR_LABEL),
             missing_nodes=dict(type="str", default="fail", choices=["fail", "skip"]),
+            readiness_taint=dict(type="bool", default=False),
             **plugin_config_spec()
         ),
         mutually_exclusive=[("expected", "facts")],

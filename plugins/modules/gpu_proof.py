@@ -77,6 +77,14 @@ options:
     description: The pods' tolerations. Defaults to C(nvidia.com/gpu) Exists NoSchedule.
     type: list
     elements: dict
+  readiness_taint:
+    description:
+      - The readiness gate's other half (M(kubegpu.cluster.device_plugin_deploy)'s
+        O(kubegpu.cluster.device_plugin_deploy#module:readiness_taint) sets it). The proof pods tolerate the taint
+        C(kubegpu.cluster/gpu-unproven), and each node a proof passed on (or whose last proof stands, see O(reprove))
+        loses it. A node whose proof failed keeps it. Returned as RV(untainted).
+    type: bool
+    default: false
   success_pattern:
     description: Text the log must contain. An empty string checks only that the Job succeeded.
     type: str
@@ -227,6 +235,12 @@ recorded:
   type: list
   elements: str
   sample: [gpu-1]
+untainted:
+  description: With O(readiness_taint), the nodes whose readiness taint was removed (in check mode, would be).
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu-7]
 last_proofs:
   description: Per node, the last passed proof recorded on it (C(kubegpu.cluster/last-proof)), after this run.
   returned: always
@@ -267,6 +281,7 @@ def main():
             per_node=dict(type="bool", default=False),
             runtime_class=dict(type="str"),
             tolerations=dict(type="list", elements="dict"),
+            readiness_taint=dict(type="bool", default=False),
             success_pattern=dict(type="str", default=nv.PROOF_PATTERN),
             require_log=dict(type="bool", default=False),
             timeout=dict(type="int", default=nv.PROOF_TIMEOUT),

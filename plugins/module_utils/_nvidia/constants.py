@@ -73,6 +73,11 @@ KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
 GPU_TOLERATION = {"key": RESOURCE_GPU, "operator": "Exists", "effect": "NoSchedule"}
 DEFAULT_NODE_SELECTOR = {LABEL_GPU_PRESENT: "true"}
 DEFAULT_TOLERATIONS = [GPU_TOLERATION, {"key": "CriticalAddonsOnly", "operator": "Exists"}]
+# The readiness gate (device_plugin_deploy and gpu_proof readiness_taint): a node that becomes a GPU node in our labels
+# is tainted until a proof passed on it, so that no workload lands on a half-configured node. Our operands and the
+# proof tolerate it.
+READINESS_TAINT = {"key": "kubegpu.cluster/gpu-unproven", "value": "true", "effect": "NoSchedule"}
+READINESS_TOLERATION = {"key": READINESS_TAINT["key"], "operator": "Exists", "effect": READINESS_TAINT["effect"]}
 DEFAULT_PRIORITY_CLASS = "system-node-critical"
 DEFAULT_WAIT_TIMEOUT = 300
 

@@ -14,12 +14,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, node_labels
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, node_labels, taints
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd import args as nfd_args, deployment as nfd_deployment
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import allocatable, manifests, plugin_config
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    DEFAULT_WAIT_TIMEOUT, DEVICE_PLUGIN_NAMESPACE, APP_NAME, RESOURCE_PREFIX,
+    DEFAULT_TOLERATIONS, DEFAULT_WAIT_TIMEOUT, DEVICE_PLUGIN_NAMESPACE, APP_NAME, LABEL_GPU_PRESENT, READINESS_TAINT, READINESS_TOLERATION,
+    RESOURCE_PREFIX,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.labels import node_rules
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import ANNOTATION_LAST_PROOF
@@ -55,9 +56,41 @@ def nodes_seen(nodes):
         if ANNOTATION_LAST_PROOF in annotations:
             meta["annotations"] = {ANNOTATION_LAST_PROOF: annotations[ANNOTATION_LAST_PROOF]}
         allocatable = ((node.get("status") or {}).get("allocatable") or {})
-        seen.append({"metadata": meta, "status": {"allocatable": dict(
-            (key, value) for key, value in allocatable.items() if key.startswith(RESOURCE_PREFIX + "/"))}})
+        entry = {"metadata": meta, "status": {"allocatable": dict(
+            (key, value) for key, value in allocatable.items() if key.startswith(RESOURCE_PREFIX + "/"))}}
+        if taints.has(node, READINESS_TAINT):  # a node the proof must still clear
+            entry["spec"] = {"taints": [dict(READINESS_TAINT)]}
+        seen.append(entry)
     return seen
+
+
+def tolerating(params, nfd):
+    """``params`` and ``nfd`` with the readiness taint tolerated by the plugin, GFD and the NFD worker, when the gate
+    is on: they must run on a node before its proof can pass."""
+    if not params.get("readiness_taint"):
+        return params, nfd
+    tolerations = list(params.get("tolerations") if params.get("tolerations") is not None else DEFAULT_TOLERATIONS)
+    params = dict(params, tolerations=tolerations + [dict(READINESS_TOLERATION)])
+    if nfd is not None:
+        nfd = dict(nfd, worker_tolerations=list(nfd.get("worker_tolerations") or []) + [dict(READINESS_TOLERATION)])
+    return params, nfd
+
+
+def gate_new_nodes(client, labels, check_mode=False):
+    """Taint the nodes the labels just made GPU nodes (``nvidia.com/gpu.present`` set to true in this run): the
+    proof stage (gpu_proof readiness_taint) clears each once a proof passed on it. Returns the names."""
+    new = sorted(name for name, entry in (labels.get("nodes") or {}).items()
+                 if (entry.get("labels_set") or {}).get(LABEL_GPU_PRESENT) == "true")
+    if not new:
+        return []
+    found = dict((n["metadata"]["name"], n) for n in client.list("v1", "Node") if n["metadata"]["name"] in new)
+    return taints.ensure(client.core, found, READINESS_TAINT, True, check_mode=check_mode)
+
+
+def ungate(client, check_mode=False):
+    """``state=absent``: the readiness taint off every node that has it (one LIST)."""
+    found = dict((n["metadata"]["name"], n) for n in client.list("v1", "Node") if taints.has(n, READINESS_TAINT))
+    return taints.ensure(client.core, found, READINESS_TAINT, False, check_mode=check_mode) if found else []
 
 
 def _merge(result, part, diffs):
@@ -72,6 +105,7 @@ def _merge(result, part, diffs):
 def run(params, check_mode=False, want_diff=False, client=None, client_factory=None):
     """The module's work; returns its result dict."""
     nfd = nfd_args.validated(params["nfd"]) if params.get("nfd") is not None else None
+    params, nfd = tolerating(params, nfd)
     configs = plugin_config.validate(params)
     config = configs[0][1]
     present = params.get("state") != "absent"
@@ -90,12 +124,15 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
         if nfd is not None:  # after the plugin: GFD gone first, so that nfd-master takes its labels back
             parts.append(("nfd", nfd_deployment.run(dict(nfd, state="absent"), check_mode=check_mode,
                                                     want_diff=want_diff, client=client)))
+        result["untainted"] = ungate(client, check_mode=check_mode)  # ours by its key, whatever readiness_taint says
     else:
         if nfd is not None:  # before GFD, which writes NodeFeature objects
             parts.append(("nfd", nfd_deployment.run(dict(nfd, state="present"), check_mode=check_mode,
                                                     want_diff=want_diff, client=client)))
         if params.get("label_facts") is not None:
             parts.append(("labels", label_nodes(params, client, check_mode=check_mode, want_diff=want_diff)))
+            if params.get("readiness_taint"):  # before the plugin can advertise anything there
+                result["tainted"] = gate_new_nodes(client, parts[-1][1], check_mode=check_mode)
         applied = objects.present(manifests.render(params, configs))
         if params.get("wait", True) and not check_mode:
             deadline = objects.wait_rollout(applied, timeout, PLUGIN_COMPONENT, NVML_HINT)
@@ -104,7 +141,7 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
             if objects.seen_nodes is not None:
                 result["nodes_seen"] = nodes_seen(objects.seen_nodes)
     result["objects"] = objects.objects
-    result["changed"] = objects.changed
+    result["changed"] = objects.changed or bool(result.get("tainted") or result.get("untainted"))
     diffs = []
     for key, part in parts:
         _merge(result, part, diffs)

@@ -23,13 +23,13 @@ import json
 import re
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError, WaitTimeout
-from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects, taints
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import LABEL_MANAGED_BY, MANAGER
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.allocatable import advertised
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.plugin_config import config_hash
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
     DEFAULT_CONFIG_NAME, MIG_RESOURCE_PREFIX, PROOF_IMAGE, PROOF_NAMESPACE, PROOF_PATTERN, PROOF_RESOURCE_PREFERENCE, PROOF_TIMEOUT,
-    PROOF_TOLERATIONS,
+    PROOF_TOLERATIONS, READINESS_TAINT, READINESS_TOLERATION,
     resource as qualified,
 )
 
@@ -87,9 +87,12 @@ def render_job(params, namespace, node, resource):
         container["command"] = list(params["command"])
     if params.get("args"):
         container["args"] = list(params["args"])
+    tolerations = list(params.get("tolerations") if params.get("tolerations") is not None else PROOF_TOLERATIONS)
+    if params.get("readiness_taint"):  # the proof is what clears the gate: it must run on a gated node
+        tolerations.append(dict(READINESS_TOLERATION))
     spec = {
         "restartPolicy": "Never",
-        "tolerations": params.get("tolerations") if params.get("tolerations") is not None else PROOF_TOLERATIONS,
+        "tolerations": tolerations,
         "containers": [container],
     }
     if node is not None:
@@ -273,7 +276,8 @@ def keep(params, proofs, nodes, under, records):
 # gpu_proof's defaults of the options that decide what runs (the module's argument spec has the same constants): what
 # settled() fills in for options its caller leaves out or passes as null, as the module's argument spec would.
 DECIDING_DEFAULTS = {"namespace": PROOF_NAMESPACE, "image": PROOF_IMAGE, "success_pattern": PROOF_PATTERN, "nodes": [],
-                     "per_node": False, "reprove": "changed", "proven_under": {}, "plugin_configs": {}}
+                     "per_node": False, "reprove": "changed", "proven_under": {}, "plugin_configs": {},
+                     "readiness_taint": False}
 
 
 def settled(params, found):
@@ -282,6 +286,8 @@ def settled(params, found):
     when one must run, or when the module would fail (it then says why). ``params`` are the module's options; those
     left out or null take the module's defaults (:data:`DECIDING_DEFAULTS`)."""
     params = dict(DECIDING_DEFAULTS, **dict((k, v) for k, v in params.items() if v is not None))
+    if params.get("readiness_taint") and any(taints.has(n, READINESS_TAINT) for n in found):
+        return None  # a gated node: the module clears it, by a proof or by the record that stands for one
     try:
         under = under_by_node(params)
         nodes = dict((n["metadata"]["name"], advertised(n)) for n in found)
@@ -304,11 +310,22 @@ class Proof(object):
         self.namespace = params.get("namespace") or PROOF_NAMESPACE
         self.created_namespace = False
         self.records = {}  # node -> its last passed proof, as read before the run
+        self.found = {}  # node -> the node object as listed
 
     def nodes(self):
         found = self.client.list("v1", "Node")
         self.records = records_of(found)
+        self.found = dict((n["metadata"]["name"], n) for n in found)
         return dict((n["metadata"]["name"], advertised(n)) for n in found)
+
+    def _ungate(self, results, check_mode):
+        """With ``readiness_taint``: the taint off each gated node a proof passed on (or whose record stands)."""
+        if not self.params.get("readiness_taint"):
+            return []
+        passed = set(r["node"] for r in results if r.get("passed") and r.get("node"))
+        gated = dict((name, node) for name, node in self.found.items()
+                     if name in passed and taints.has(node, READINESS_TAINT))
+        return taints.ensure(self.client.core, gated, READINESS_TAINT, False, check_mode=check_mode) if gated else []
 
     def _record(self, results, under, check_mode):
         """Write the record of each passed proof that ran on a node of ``proven_under``; returns the nodes written."""
@@ -389,10 +406,26 @@ class Proof(object):
         if self.created_namespace:
             self.client.delete("v1", "Namespace", self.namespace)
 
+    def gated(self, planned, nodes):
+        """``planned`` and, with ``readiness_taint``, a proof pinned to each gated node it does not pin yet (a node is
+        cleared only by a proof that ran there), where the node advertises something to prove."""
+        if not self.params.get("readiness_taint"):
+            return planned
+        pinned = set(node for node, _resource in planned)
+        extra = []
+        for name, node in sorted(self.found.items()):
+            if name in pinned or not taints.has(node, READINESS_TAINT):
+                continue
+            picked = (qualified(self.params["resource"]) if self.params.get("resource")
+                      else pick_resource(nodes.get(name) or {}))
+            if picked is not None and (nodes.get(name) or {}).get(picked):
+                extra.append((name, picked))
+        return planned + extra
+
     def run(self, check_mode=False):
         under = under_by_node(self.params)
         nodes = self.nodes()
-        proofs, kept = keep(self.params, plan(self.params, nodes), nodes, under, self.records)
+        proofs, kept = keep(self.params, self.gated(plan(self.params, nodes), nodes), nodes, under, self.records)
         jobs = [render_job(self.params, self.namespace, node, res) for node, res in proofs]
         result = {"allocatable": nodes, "namespace": self.namespace, "results": list(kept), "passed": None,
                   "recorded": []}
@@ -407,6 +440,7 @@ class Proof(object):
             result["last_proofs"] = dict(self.records)
             if not jobs:
                 result["passed"] = all(r["passed"] for r in result["results"])
+            result["untainted"] = self._ungate(result["results"], check_mode)
             return result
         names = [j["metadata"]["name"] for j in jobs]
         if jobs:
@@ -436,6 +470,7 @@ class Proof(object):
             result["recorded"] = self._record(ran, under, check_mode)
         result["last_proofs"] = dict(self.records)
         result["passed"] = all(r["passed"] for r in result["results"])
+        result["untainted"] = self._ungate(result["results"], check_mode)
         return result
 
 
@@ -446,7 +481,8 @@ def run(params, check_mode=False, client=None):
         from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client  # pylint: disable=import-outside-toplevel
         client = k8s_client.from_params(params, field_manager=FIELD_MANAGER)
     result = Proof(params, client).run(check_mode=check_mode)
-    result["changed"] = bool(result["recorded"])  # a record written on a node (only with proven_under)
+    # a record written on a node (only with proven_under), a readiness taint cleared
+    result["changed"] = bool(result["recorded"] or result.get("untainted"))
     if result["passed"] is False:
         failed = [r for r in result["results"] if not r["passed"]]
         result["failed_msg"] = "GPU proof failed: %s" % " | ".join(

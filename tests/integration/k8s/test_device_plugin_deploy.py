@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from ansible_cli import run_module
-from k8s_helpers import delete_quietly, wait_for
+from k8s_helpers import delete_quietly, gpu_fact, wait_for
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 MANAGED = "app.kubernetes.io/managed-by=kubegpu.cluster"
@@ -140,12 +140,7 @@ def test_mig_mixed_a100(sandbox, deploy):
     assert _allocatable(sandbox, "kg-a100") == want
 
 
-def _gpu_fact(fake_nvml_dir, profile_name):
-    """The gpu fact the real gpu_facts module reads from the fake NVML with a shipped profile."""
-    rc, result = run_module("kubegpu.cluster.gpu_facts", env={
-        "LD_LIBRARY_PATH": str(fake_nvml_dir), "FAKE_NVML_PROFILE": os.path.join(ROOT, "sandbox", "profiles", profile_name + ".json")})
-    assert rc == 0, result
-    return result["ansible_facts"]["gpu"]
+_gpu_fact = gpu_fact
 
 
 def test_the_module_works_out_what_to_wait_for_from_the_facts(sandbox, deploy, fake_nvml_dir):
