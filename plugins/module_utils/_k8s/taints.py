@@ -20,7 +20,6 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import api_error_text
 
 JSON_PATCH = "application/json-patch+json"
 ATTEMPTS = 5
@@ -53,6 +52,13 @@ def patch(node, taint, present):
             ops += [{"op": "test", "path": "/spec/taints/%d" % index, "value": entry},
                     {"op": "remove", "path": "/spec/taints/%d" % index}]
     return ops or None
+
+
+def api_error_text(exc):
+    """client.api_error_text, imported only when an API call failed: this file's pure part (``has``, ``patch``) is
+    used by the proof_settled filter, which must not load the kubernetes client."""
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client  # pylint: disable=import-outside-toplevel
+    return client.api_error_text(exc)
 
 
 def _read(core, name):
