@@ -86,18 +86,25 @@ seealso:
 """
 
 EXAMPLES = r"""
-# The playbook kubegpu.cluster.audit gathers the reads; by hand, after gpu_facts ran on every GPU host:
+# The playbook kubegpu.cluster.audit runs this after the audit role's node entry point set audit_read on every GPU host.
 - name: Audit the fleet
   kubegpu.cluster.gpu_fleet_audit:
     kubeconfig: /etc/kubernetes/admin.conf
-    hosts: "{{ dict(groups['gpu_nodes'] | zip(groups['gpu_nodes'] | map('extract', hostvars, ['ansible_facts', 'gpu'])
-               | map('community.general.dict_kv', 'gpu'))) }}"
+    hosts: "{{ dict(groups['gpu_nodes'] | zip(groups['gpu_nodes'] | map('extract', hostvars) | map(attribute='audit_read'))) }}"
+    node_names:
+      gpu-01.example.com: gpu-01
     mig_strategy: mixed
   register: audit
 
 - name: Show it
   ansible.builtin.debug:
-    msg: "{{ audit.table.splitlines() }}"
+    msg: "{{ audit.table }}"
+
+# Only the facts: a host with a gpu fact and nothing else is judged on its GPUs, node and labels.
+- name: Audit from gpu_facts alone
+  kubegpu.cluster.gpu_fleet_audit:
+    hosts:
+      gpu-01: {gpu: "{{ hostvars['gpu-01']['ansible_facts']['gpu'] }}"}
 """
 
 RETURN = r"""
