@@ -236,8 +236,8 @@ def test_layout_mirrors_nvidia(apt_repo):
     debs = ['stable/deb/amd64/%s_%s_%s.deb' % key for key in sorted(_expected_packages())]
     index = ['stable/deb/amd64/%s' % name for name in ('InRelease', 'Packages', 'Packages.gz', 'Release', 'Release.gpg')]
     cuda = ['%s/%s_%s_%s.deb' % ((CUDA_DIR,) + key) for key in sorted(_expected_driver_packages())]
-    cuda += ['%s/%s' % (CUDA_DIR, name) for name in ('3bf863cc.pub', 'InRelease', 'Packages', 'Packages.gz', 'Release',
-                                                      'Release.gpg')]
+    cuda_index = ('3bf863cc.pub', 'InRelease', 'Packages', 'Packages.gz', 'Release', 'Release.gpg')
+    cuda += ['%s/%s' % (CUDA_DIR, name) for name in cuda_index]
     assert files == sorted(['gpgkey', 'stable/deb/nvidia-container-toolkit.list'] + debs + index + cuda)
     assert (CUDA_POOL / '3bf863cc.pub').read_bytes() == (apt_repo / 'gpgkey').read_bytes()
     assert (apt_repo / 'stable/deb/nvidia-container-toolkit.list').read_text(encoding='utf-8') == LIST_LINE + '\n'
