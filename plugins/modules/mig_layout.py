@@ -208,14 +208,16 @@ def work(params, check_mode, want_diff):
     changing = [s for s in steps if s["action"] != "none"]
     outcomes = {}
     after = before
-    if changing and not check_mode:
+    if changing:
         pynvml.nvmlInit()
         try:
-            for step in changing:
+            mig_apply.check_steps(pynvml, changing)  # every GPU's layout fits before any GPU is touched (and in check mode)
+            for step in ([] if check_mode else changing):
                 outcomes[step["index"]] = mig_apply.apply_step(pynvml, step)
         finally:
             pynvml.nvmlShutdown()
-        after = gather_gpu_facts(pynvml)
+        if not check_mode:
+            after = gather_gpu_facts(pynvml)
     plan = []
     for step in steps:
         reset = outcomes.get(step["index"], {}).get("reset_required", False) if not check_mode else step["mode_change"]

@@ -11,7 +11,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 ln -sfn "$PWD" /tmp/realgpu-ac/ansible_collections/kubegpu/cluster
 export PYTHONPATH=/tmp/realgpu-site:/tmp/realgpu-ac PYTHONUNBUFFERED=1 KUBEGPU_REALGPU_OUT="$OUT"
 { nvidia-smi; nvidia-smi mig -lgip; nvidia-smi mig -lgipp; uname -r; python3 --version; } >"$OUT/nvidia-smi.txt" 2>&1
-nvidia-smi -q -x >"$OUT/nvidia-smi-q.xml" 2>&1
 python3 -m pytest -q -p no:cacheprovider -c /dev/null --rootdir tests/realgpu --confcutdir tests/realgpu \
     tests/realgpu/test_real_gpu.py 2>&1 | tee "$OUT/pytest.txt"
-exit "${PIPESTATUS[0]}"
+rc=${PIPESTATUS[0]}
+# the MIG mode after the checks: left as it was
+nvidia-smi --query-gpu=index,mig.mode.current,mig.mode.pending --format=csv >>"$OUT/nvidia-smi.txt" 2>&1
+exit "$rc"

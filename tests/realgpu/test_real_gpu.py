@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,43 @@ def test_our_mig_names_are_nvmls(mig):
         assert named, gpu["gpu_instance_profiles"]
         ours = {n for n, e in table.items() if e["c"] == e["g"]}
         assert {name.replace("MIG ", "", 1) for name in named} == ours
+
+
+LAYOUTS = {"version": "v1", "mig-configs": {
+    "write-up": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.18gb": 2, "2g.35gb": 2}}],
+    "all-1g": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.18gb": 7}}],
+    "a100-names": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 1}}],
+    "two-me": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.18gb+me": 2}}],
+    "too-big": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.71gb": 2, "1g.18gb": 1}}],
+}}
+
+
+def mig_layout_check(name, layouts=LAYOUTS):
+    """mig_layout in check mode on the real GPU, every NVML write call replaced by a failure (run_module_read_only)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:  # a path: argv is too short for it
+        json.dump({"ANSIBLE_MODULE_ARGS": {"config": layouts, "name": name, "_ansible_check_mode": True,
+                                           "_ansible_diff": True}}, handle)
+    try:
+        proc = subprocess.run([sys.executable, str(HERE / "run_module_read_only.py"), "mig_layout", handle.name],
+                              capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        os.unlink(handle.name)
+    assert "read-only check" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    if OUT:
+        with open(Path(OUT, "mig_layout_check.txt"), "a") as handle:
+            handle.write("== %s (rc %d)\n%s\n%s\n" % (name, proc.returncode, proc.stdout, proc.stderr[-3000:]))
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def test_mig_layout_check_mode_plans_h200_layouts_and_refuses_what_cannot_be(facts):
+    if not any(d["mig"]["capable"] for d in facts["devices"]):
+        pytest.skip("no MIG capable GPU on this machine (%s)" % [d["name"] for d in facts["devices"]])
+    for name in ("write-up", "all-1g"):
+        result = mig_layout_check(name)
+        assert not result.get("failed"), result
+        assert result["changed"] is True or facts["devices"][0]["mig"]["current"], result
+        assert "diff" in result
+    for name, words in (("a100-names", "1g.10gb"), ("two-me", "room for 1"), ("too-big", "do not fit together")):
+        result = mig_layout_check(name)
+        assert result.get("failed") and words in result["msg"], (name, result)

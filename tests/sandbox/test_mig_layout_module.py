@@ -118,6 +118,15 @@ def test_a_layout_that_does_not_fit_is_refused_before_any_change(node):
     refused = node.run("all-3g.40gb-and-1g", expect_rc=2)
     assert "do not fit together" in refused["msg"] and "GPU 0" in refused["msg"], refused["msg"]
     assert json.loads(open(node.state, encoding="utf-8").read()) == before  # GPU 0 untouched
+    # check mode reads the same profile table and placements, so it refuses too
+    assert "do not fit together" in node.run("all-3g.40gb-and-1g", check=True, expect_rc=2)["msg"]
+    # GPU 1's layout is impossible (one +me per GPU): refused before GPU 0, whose layout fits, is changed
+    config = dict(CONFIG, **{"mig-configs": {"split": [
+        {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+        {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.10gb+me": 2}}]}})
+    refused = node.run("split", config=config, expect_rc=2)
+    assert "GPU 1" in refused["msg"] and "room for 1" in refused["msg"], refused["msg"]
+    assert json.loads(open(node.state, encoding="utf-8").read()) == before
 
 
 def test_a_gpu_that_is_not_mig_capable_is_refused_naming_it(node):

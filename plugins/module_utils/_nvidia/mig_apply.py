@@ -251,7 +251,10 @@ def set_mode(nvml, handle, enabled, label):
 
 def _layout(nvml, handle, total_bytes, label, mig_devices):
     table = profile_table(nvml, handle, total_bytes)
-    instances = pack(mig_devices, table)
+    try:
+        instances = pack(mig_devices, table)
+    except MigError as exc:
+        raise MigError("%s: %s" % (label, exc))
     possible = {}
     for gi in instances:
         if gi["gi"] not in possible:
@@ -267,6 +270,19 @@ def _layout(nvml, handle, total_bytes, label, mig_devices):
 
 def _describe(mig_devices):
     return ", ".join("%s: %d" % (name, count) for name, count in sorted(mig_devices.items()) if count) or "none"
+
+
+def check_steps(nvml, steps):
+    """Refuse, before any GPU is changed, a step whose MIG devices cannot be created on its GPU: a profile the GPU does
+    not offer, more GPU instances than NVML counts, no placement that keeps them apart. Read-only (profile infos and
+    possible placements), so check mode says it too. NVML initialised by the caller."""
+    for step in steps:
+        if step["action"] in ("none", "refuse", "disable"):
+            continue
+        handle = nvml.nvmlDeviceGetHandleByIndex(step["index"])
+        total_bytes = int(nvml.nvmlDeviceGetMemoryInfo(handle).total)
+        _layout(nvml, handle, total_bytes, "GPU %s (%s)" % (step["index"], step.get("name") or "unknown"),
+                step["wanted"]["mig_devices"])
 
 
 def apply_step(nvml, step):
