@@ -19,8 +19,8 @@ def gpu_fact(fake_nvml_dir, profile_name):
     """The gpu fact the real gpu_facts module reads from the fake NVML with a shipped profile (sandbox/profiles)."""
     from ansible_cli import run_module  # pylint: disable=import-outside-toplevel
     profile = FIXTURES.parent.parent / "sandbox" / "profiles" / (profile_name + ".json")
-    rc, result = run_module("kubegpu.cluster.gpu_facts", env={"LD_LIBRARY_PATH": str(fake_nvml_dir),
-                                                               "FAKE_NVML_PROFILE": str(profile)})
+    env = {"LD_LIBRARY_PATH": str(fake_nvml_dir), "FAKE_NVML_PROFILE": str(profile)}
+    rc, result = run_module("kubegpu.cluster.gpu_facts", env=env)
     assert rc == 0, result
     return result["ansible_facts"]["gpu"]
 

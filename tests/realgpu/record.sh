@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Record what a real NVIDIA GPU reports and run tests/realgpu against it. Run from the repository root on a machine
 # with an NVIDIA driver, with the pinned ansible-core and nvidia-ml-py wheels and the nvlibprobe binary (make

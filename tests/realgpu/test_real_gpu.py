@@ -131,10 +131,10 @@ LAYOUTS = {"version": "v1", "mig-configs": {
 }}
 
 
-def mig_layout_check(name, layouts=LAYOUTS):
+def mig_layout_check(name, layouts=None):
     """mig_layout in check mode on the real GPU, every NVML write call replaced by a failure (run_module_read_only)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:  # a path: argv is too short for it
-        json.dump({"ANSIBLE_MODULE_ARGS": {"config": layouts, "name": name, "_ansible_check_mode": True,
+        json.dump({"ANSIBLE_MODULE_ARGS": {"config": layouts or LAYOUTS, "name": name, "_ansible_check_mode": True,
                                            "_ansible_diff": True}}, handle)
     try:
         proc = subprocess.run([sys.executable, str(HERE / "run_module_read_only.py"), "mig_layout", handle.name],

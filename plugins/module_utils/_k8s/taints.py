@@ -79,8 +79,9 @@ def _ensure(core, name, node, taint, present):
             return True
         except Exception as exc:  # pylint: disable=broad-except
             if getattr(exc, "status", None) not in (409, 422):
-                raise K8sError("%s taint %s on node %s: %s" % ("adding" if present else "removing", taint["key"], name,
-                                                              api_error_text(exc)), node=name)
+                action = "adding" if present else "removing"
+                raise K8sError("%s taint %s on node %s: %s" % (action, taint["key"], name, api_error_text(exc)),
+                               node=name)
         node = _read(core, name)  # another writer changed the node since it was read: compute the patch again
     raise K8sError("node %s: the taint %s kept changing under other writers; run again" % (name, taint["key"]),
                    node=name)
