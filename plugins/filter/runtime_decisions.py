@@ -31,18 +31,8 @@ options:
     type: list
     elements: str
     required: true
-  name:
-    description: The NVIDIA runtime's name in the daemons' configuration.
-    type: str
-    default: nvidia
-  path:
-    description: The NVIDIA runtime's binary.
-    type: str
-    default: /usr/bin/nvidia-container-runtime
-  set_as_default:
-    description: Whether the NVIDIA runtime must be the daemons' default.
-    type: bool
-    default: true
+extends_documentation_fragment:
+  - kubegpu.cluster.nvidia_runtime
 """
 
 EXAMPLES = r"""

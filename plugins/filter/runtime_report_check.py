@@ -28,21 +28,11 @@ options:
     description: The runtime the report is of (C(docker), C(containerd), C(crio), C(k3s), ...).
     type: str
     required: true
-  name:
-    description: The NVIDIA runtime's name in the daemon's configuration.
-    type: str
-    default: nvidia
-  path:
-    description: The NVIDIA runtime's binary.
-    type: str
-    default: /usr/bin/nvidia-container-runtime
-  set_as_default:
-    description: Whether the NVIDIA runtime must be the daemon's default.
-    type: bool
-    default: true
   crictl:
     description: The C(crictl info) report (C(container_runtimes.crictl.reports)), or none where crictl is not installed.
     type: dict
+extends_documentation_fragment:
+  - kubegpu.cluster.nvidia_runtime
 """
 
 EXAMPLES = r"""

@@ -188,10 +188,15 @@ def test_a_filter_documents_the_default_its_code_uses():
     assert str(doc["options"]["min_version"]["default"]) == nv.DRIVER_MIN_VERSION
 
 
-def test_the_runtime_report_filter_documents_the_runtime_it_defaults_to():
-    source = (ROOT / "plugins" / "filter" / "runtime_report_check.py").read_text(encoding="utf-8")
+@pytest.mark.parametrize("name", ["runtime_report_check", "runtime_decisions"])
+def test_the_runtime_filters_document_the_runtime_they_default_to(name):
+    """Both take their runtime options from the nvidia_runtime doc fragment, whose defaults are the constants."""
+    source = (ROOT / "plugins" / "filter" / (name + ".py")).read_text(encoding="utf-8")
     doc = yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', source, re.S).group(1))
-    assert (doc["options"]["name"]["default"], doc["options"]["path"]["default"]) == (nv.RUNTIME_NAME, nv.RUNTIME_PATH)
+    assert doc["extends_documentation_fragment"] == ["kubegpu.cluster.nvidia_runtime"]
+    fragment = (ROOT / "plugins" / "doc_fragments" / "nvidia_runtime.py").read_text(encoding="utf-8")
+    options = yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', fragment, re.S).group(1))["options"]
+    assert (options["name"]["default"], options["path"]["default"]) == (nv.RUNTIME_NAME, nv.RUNTIME_PATH)
 
 
 def test_the_proof_options_the_filter_decides_with_are_those_the_module_gets():
