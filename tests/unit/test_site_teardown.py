@@ -33,7 +33,7 @@ def stages(state):
 
 
 def test_the_bring_up_runs_every_stage_in_order_with_state_present():
-    assert [name for name, _ in stages("present")] == ["gpu_driver", "container_toolkit", "device_plugin", "gpu_validation"]
+    assert [stage[0] for stage in stages("present")] == ["gpu_driver", "container_toolkit", "device_plugin", "gpu_validation"]
     assert dict(stages("present"))["container_toolkit"] == {"container_toolkit_state": "present"}
 
 
