@@ -54,7 +54,7 @@ def gpus(fact):
         entry = models.setdefault(name, {"name": name, "count": 0, "memory_total_mib": memory})
         entry["count"] += 1
     return {"count": fact.get("count", len(devices)), "models": [models[n] for n in sorted(models)],
-            "devices": devices}
+            "devices": devices, "on_pci_bus": len(fact.get("pci") or [])}
 
 
 def mig(fact, labels):
@@ -109,8 +109,11 @@ def _runtime_reasons(runtime, plan, check, report, toolkit):
 
 def toolkit_drift(toolkit):
     """``[{stage, subject, reason}]``: what a rerun of the container_toolkit role would change on the host, from its own
-    decisions (``decided`` is ``runtime_decisions``' result, ``plans`` container_runtime_facts')."""
+    decisions (``decided`` is ``runtime_decisions``' result, ``plans`` container_runtime_facts'); none where the stage
+    does not apply (``applies`` false: the bring-up skips a host whose facts show no NVIDIA GPU)."""
     toolkit = toolkit or {}
+    if toolkit.get("applies") is False:  # the bring-up leaves a host without an NVIDIA GPU alone
+        return []
     decided = toolkit.get("decided") or {}
     plans = toolkit.get("plans") or {}
     found = toolkit.get("runtimes") or {}
@@ -191,7 +194,7 @@ def node_report(host, read, node=None, labels_plan=None, record=None, node_name=
                       "reason": "would install %s" % ", ".join(read["python_unmet"])})
     problems = list(verdict.get("problems") or [])
     nvml = (fact or {}).get("nvml") or {}
-    if fact is not None and nvml.get("status") not in (None, "ok"):
+    if fact is not None and nvml.get("status") not in (None, "ok") and verdict.get("status") != "skipped":
         text = "NVML %s%s" % (nvml.get("status"), ": %s" % nvml["message"] if nvml.get("message") else "")
         if not any(text in p for p in problems):
             problems.append(text)
@@ -268,7 +271,7 @@ def _gpu_cell(entry):
     if entry["gpus"] is None:
         return "?"
     if not entry["gpus"]["models"]:
-        return "none"
+        return "none" if not entry["gpus"]["on_pci_bus"] else "%d on the PCI bus, unread" % entry["gpus"]["on_pci_bus"]
     return ", ".join("%dx %s %s" % (m["count"], m["name"].replace("NVIDIA ", ""), _mib_text(m["memory_total_mib"]))
                      for m in entry["gpus"]["models"])
 

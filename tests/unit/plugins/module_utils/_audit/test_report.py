@@ -90,6 +90,18 @@ def test_packages_the_toolkit_would_install_and_the_virtualenv_are_drift():
     assert "install nvidia-container-toolkit" in entry["drift"][0]["reason"]
 
 
+def test_no_toolkit_drift_where_the_bring_up_skips_the_stage_and_no_nvml_problem_without_a_gpu():
+    fact = dict(gpu_fact(count=0), nvml={"status": "library_not_found", "message": "not installed"})
+    stage = dict(toolkit(docker_default="runc", docker_changed=True, missing=["nvidia-container-toolkit"]), applies=False)
+    entry = report.node_report("kg-cpu", read(gpu=fact, toolkit=stage, driver_verdict={"status": "skipped"}),
+                               node("kg-cpu"))
+    assert (entry["state"], entry["drift"], entry["problems"]) == ("ok", [], [])
+    assert entry["runtimes"]["docker"]["default_runtime"] == "runc"
+    assert report.row(entry)[report.COLUMNS.index("GPUS")] == "none"
+    unread = report.node_report("kg-x", read(gpu=dict(fact, pci=[{"address": "0000:01:00.0"}])), node("kg-x"))
+    assert report.row(unread)[report.COLUMNS.index("GPUS")] == "1 on the PCI bus, unread"
+
+
 def test_label_drift_from_the_labels_plan():
     plan = {"status": "changed", "labels_set": {"nvidia.com/gpu.count": "2"}, "labels_removed": ["nvidia.com/old"]}
     entry = report.node_report("kg-a", read(), node("kg-a"), labels_plan=plan)
