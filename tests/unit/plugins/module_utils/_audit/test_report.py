@@ -10,7 +10,6 @@ import json
 
 import pytest
 
-from ansible_collections.kubegpu.cluster.plugins.filter.runtime_decisions import runtime_decisions
 from ansible_collections.kubegpu.cluster.plugins.module_utils._audit import fleet, report
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import ANNOTATION_LAST_PROOF
 
@@ -37,7 +36,16 @@ def toolkit(docker_default="nvidia", docker_changed=False, containerd_default="n
                              "config_path": DAEMON_JSON, "error": None},
                   "containerd": {"changed": False, "files": [], "config_path": "/etc/containerd/config.toml",
                                  "error": None}}}
-    decided = runtime_decisions(facts, ["docker", "containerd"])
+    # runtime_decisions' result for these facts (module_utils tests run without the controller's filter plugins)
+    docker_as_asked = docker_default == "nvidia"
+    checks = {"docker": {"ours": NVIDIA, "as_asked": docker_as_asked, "ok": docker_as_asked},
+              "containerd": {"ours": NVIDIA, "as_asked": containerd_default == "nvidia",
+                             "ok": containerd_default == "nvidia"}}
+    decided = {"checks": checks,
+               "to_configure": [r for r in ("docker", "containerd")
+                                if facts["plans"][r]["changed"] or not checks[r]["as_asked"]],
+               "unverified": [r for r in ("docker", "containerd") if not checks[r]["ok"]],
+               "verified": {}}
     return {"runtimes": facts["runtimes"], "plans": facts["plans"], "selected": ["docker", "containerd"],
             "decided": decided, "install": {"needed": bool(missing), "missing": list(missing), "repository_ok": True},
             "runtime_name": "nvidia", "runtime_path": NVIDIA["path"], "set_as_default": True}
