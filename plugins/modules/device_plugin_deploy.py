@@ -334,6 +334,15 @@ untainted:
   type: list
   elements: str
   sample: []
+proofs_forgotten:
+  description:
+    - With O(state=absent), the nodes whose record of the last passed proof (annotation C(kubegpu.cluster/last-proof),
+      written by M(kubegpu.cluster.gpu_proof)) was removed (in check mode, would be), so that a bring-up after the
+      teardown proves them again.
+  returned: when O(state=absent)
+  type: list
+  elements: str
+  sample: [gpu-1]
 diff:
   description:
     - C(before) and C(after), each mapping C(Kind/namespace/name) to the object (null when absent).

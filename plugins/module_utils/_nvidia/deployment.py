@@ -87,10 +87,19 @@ def gate_new_nodes(client, labels, check_mode=False):
     return taints.ensure(client.core, found, READINESS_TAINT, True, check_mode=check_mode)
 
 
-def ungate(client, check_mode=False):
-    """``state=absent``: the readiness taint off every node that has it (one LIST)."""
-    found = dict((n["metadata"]["name"], n) for n in client.list("v1", "Node") if taints.has(n, READINESS_TAINT))
-    return taints.ensure(client.core, found, READINESS_TAINT, False, check_mode=check_mode) if found else []
+def forget(client, check_mode=False):
+    """``state=absent``, with one LIST of the nodes: the readiness taint off every node that has it, and the record of
+    the last proof (``kubegpu.cluster/last-proof``) off every node that carries one, so that a bring-up after the
+    teardown proves its nodes again. Returns ``(untainted, records removed)``."""
+    nodes = client.list("v1", "Node")
+    gated = dict((n["metadata"]["name"], n) for n in nodes if taints.has(n, READINESS_TAINT))
+    untainted = taints.ensure(client.core, gated, READINESS_TAINT, False, check_mode=check_mode) if gated else []
+    recorded = sorted(n["metadata"]["name"] for n in nodes
+                      if ANNOTATION_LAST_PROOF in ((n.get("metadata") or {}).get("annotations") or {}))
+    if not check_mode:
+        for name in recorded:
+            client.core.patch_node(name, {"metadata": {"annotations": {ANNOTATION_LAST_PROOF: None}}})
+    return untainted, recorded
 
 
 def _merge(result, part, diffs):
@@ -124,7 +133,8 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
         if nfd is not None:  # after the plugin: GFD gone first, so that nfd-master takes its labels back
             parts.append(("nfd", nfd_deployment.run(dict(nfd, state="absent"), check_mode=check_mode,
                                                     want_diff=want_diff, client=client)))
-        result["untainted"] = ungate(client, check_mode=check_mode)  # ours by its key, whatever readiness_taint says
+        # ours by their keys, whatever readiness_taint says
+        result["untainted"], result["proofs_forgotten"] = forget(client, check_mode=check_mode)
     else:
         if nfd is not None:  # before GFD, which writes NodeFeature objects
             parts.append(("nfd", nfd_deployment.run(dict(nfd, state="present"), check_mode=check_mode,
@@ -141,7 +151,8 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
             if objects.seen_nodes is not None:
                 result["nodes_seen"] = nodes_seen(objects.seen_nodes)
     result["objects"] = objects.objects
-    result["changed"] = objects.changed or bool(result.get("tainted") or result.get("untainted"))
+    result["changed"] = objects.changed or bool(result.get("tainted") or result.get("untainted")
+                                                 or result.get("proofs_forgotten"))
     diffs = []
     for key, part in parts:
         _merge(result, part, diffs)

@@ -99,12 +99,19 @@ def test_a_new_gpu_node_is_gated_until_its_proof_passes(sandbox, gated):
     assert rc == 0 and rerun["untainted"] == [] and rerun["changed"] is False
 
 
-def test_absent_opens_every_gate_and_keeps_other_taints(sandbox, gated):
+def test_absent_opens_every_gate_forgets_the_proofs_and_keeps_other_taints(sandbox, gated):
     node = gated.node
     rc, first = gated()
     assert rc == 0 and first["tainted"] == [node], first
+    # a passed proof's record on the node: a bring-up after the teardown must not take it for its own
+    sandbox.core.patch_node(node, {"metadata": {"annotations": {proof.ANNOTATION_LAST_PROOF: '{"passed_at": "x"}'}}})
+    rc, check = gated(state="absent", check=True)
+    assert rc == 0 and check["untainted"] == [node] and node in check["proofs_forgotten"], check
+    assert OURS in taints_of(sandbox, node)
     rc, gone = gated(state="absent")
     assert rc == 0, gone
     assert gone["untainted"] == [node] and taints_of(sandbox, node) == [ADMINS]
+    assert node in gone["proofs_forgotten"]
+    assert proof.ANNOTATION_LAST_PROOF not in (sandbox.core.read_node(node).metadata.annotations or {})
     rc, again = gated(state="absent")
-    assert rc == 0 and again["untainted"] == [] and again["changed"] is False, again
+    assert rc == 0 and again["untainted"] == [] and again["proofs_forgotten"] == [] and again["changed"] is False, again
