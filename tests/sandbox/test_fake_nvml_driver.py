@@ -8,10 +8,13 @@ until the module file goes (a reboot empties /run)."""
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 from conftest import PROFILES_DIR
+
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.driver import verdict as driver_verdict
 
 T4 = PROFILES_DIR / 't4.json'  # driver 450.102.04, CUDA 11.0
 
@@ -25,6 +28,14 @@ else:
     print(json.dumps({'driver': pynvml.nvmlSystemGetDriverVersion(), 'nvml': pynvml.nvmlSystemGetNVMLVersion(),
                       'cuda': pynvml.nvmlSystemGetCudaDriverVersion(), 'count': pynvml.nvmlDeviceGetCount()}))
     pynvml.nvmlShutdown()
+"""
+
+
+GPU_FACTS = r"""
+import json, sys, pynvml
+sys.path.insert(0, %r)
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.nvml import gather_gpu_facts
+print(json.dumps(gather_gpu_facts(pynvml, pci_devices_path='/nonexistent', proc_modules='/nonexistent')))
 """
 
 
@@ -68,6 +79,12 @@ def test_an_upgrade_without_a_reboot_is_a_version_mismatch_until_the_module_goes
     driver.write_text('570.172.08\n', encoding='ascii')  # the package upgrade
     assert _read(nvml) == {'error': 18, 'text': 'RM has detected an NVML/RM version mismatch.'}
     assert module.read_text(encoding='ascii') == '570.124.06\n'  # the old module stays loaded
+    # what gpu_facts makes of it, and the driver check's advice
+    collections = str(Path(__file__).resolve().parents[2] / '.build' / 'collections')
+    facts = json.loads(nvml.run(T4, GPU_FACTS % collections).stdout)
+    assert facts['nvml']['status'] == 'version_mismatch', facts['nvml']
+    on_the_bus = dict(facts, present=True, pci=[{'address': '0000:00:1e.0'}])  # the worker reads no PCI bus
+    assert 'reboot the node' in driver_verdict(on_the_bus)['problems'][0]
     module.unlink()  # the reboot
     assert _read(nvml)['driver'] == '570.172.08'
     assert module.read_text(encoding='ascii') == '570.172.08\n'

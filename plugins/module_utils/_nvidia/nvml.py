@@ -22,6 +22,7 @@ STATUS_OK = "ok"
 STATUS_LIBRARY_NOT_FOUND = "library_not_found"
 STATUS_DRIVER_NOT_LOADED = "driver_not_loaded"
 STATUS_NO_PERMISSION = "no_permission"
+STATUS_VERSION_MISMATCH = "version_mismatch"  # NVML_ERROR_LIB_RM_VERSION_MISMATCH: a driver upgraded, not rebooted
 STATUS_ERROR = "error"
 
 # NVML return codes that mean "this GPU or driver does not have that", not "something broke".
@@ -88,6 +89,9 @@ def _init_status(nvml, exc):
         return STATUS_DRIVER_NOT_LOADED, "NVML is installed but the NVIDIA kernel driver is not loaded (%s)" % message
     if code == getattr(nvml, "NVML_ERROR_NO_PERMISSION", None):
         return STATUS_NO_PERMISSION, "NVML refused access to the GPUs (%s): run as root or fix /dev/nvidia* permissions" % message
+    if code == getattr(nvml, "NVML_ERROR_LIB_RM_VERSION_MISMATCH", None):
+        return STATUS_VERSION_MISMATCH, ("the NVIDIA driver's library and its loaded kernel module are different versions "
+                                         "(%s)" % _library_error_string(nvml, code, message))
     return STATUS_ERROR, "NVML failed to initialise: %s" % _library_error_string(nvml, code, message)
 
 

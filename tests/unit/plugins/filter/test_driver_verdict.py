@@ -49,6 +49,7 @@ def test_host_without_gpu_is_skipped_unless_required():
     ("library_not_found", "the NVIDIA driver is not installed"),
     ("driver_not_loaded", "kernel module is not loaded"),
     ("no_permission", "become: true"),
+    ("version_mismatch", "reboot the node (drained first)"),
 ])
 def test_gpu_on_the_bus_without_a_working_driver(status, words):
     verdict = driver_verdict(facts(status=status, devices=0, pci=2))
