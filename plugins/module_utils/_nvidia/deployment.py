@@ -151,8 +151,8 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
             if objects.seen_nodes is not None:
                 result["nodes_seen"] = nodes_seen(objects.seen_nodes)
     result["objects"] = objects.objects
-    result["changed"] = objects.changed or bool(result.get("tainted") or result.get("untainted")
-                                                 or result.get("proofs_forgotten"))
+    nodes_changed = [result.get(key) for key in ("tainted", "untainted", "proofs_forgotten")]
+    result["changed"] = objects.changed or any(nodes_changed)
     diffs = []
     for key, part in parts:
         _merge(result, part, diffs)
