@@ -93,7 +93,7 @@ ansible_facts:
               description:
                 - V(ok), V(library_not_found) (no C(libnvidia-ml.so.1)), V(driver_not_loaded) (library present,
                   kernel driver not loaded), V(no_permission), V(version_mismatch) (the driver was upgraded and the old
-                  kernel module is still loaded: reboot), or V(error).
+                  kernel module is still loaded, so reboot), or V(error).
               type: str
               returned: always
               sample: ok
