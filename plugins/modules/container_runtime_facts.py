@@ -291,6 +291,12 @@ ansible_facts:
           description: Per package of O(packages), its installed version; C(null) when it is not installed.
           type: dict
           sample: {"nvidia-container-toolkit": "1.19.0-1", "nvidia-docker2": null}
+        held:
+          description: The packages of O(packages) that are installed and on hold (dpkg's selection C(hold)); always
+            empty on rpm systems.
+          type: list
+          elements: str
+          sample: ["nvidia-container-toolkit"]
         files:
           description: Per path of O(files), what is there.
           type: dict

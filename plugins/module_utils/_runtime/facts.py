@@ -238,13 +238,17 @@ def package_manager(get_bin_path):
     return None
 
 
-def parse_dpkg(text):
-    """``dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'`` as ``{package: version}`` (installed only)."""
+def parse_dpkg(text, held=None):
+    """``dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'`` as ``{package: version}`` (installed
+    only: the status's second letter ``i``, whatever is wanted of it). The installed packages on hold (wanted ``h``)
+    are added to the list ``held`` when one is given."""
     out = {}
     for line in (text or "").splitlines():
         parts = line.split("\t")
-        if len(parts) == 3 and parts[2].startswith("ii"):
+        if len(parts) == 3 and parts[2][:2] in ("ii", "hi"):
             out[parts[0]] = parts[1]
+            if parts[2].startswith("h") and held is not None:
+                held.append(parts[0])
     return out
 
 
@@ -258,13 +262,13 @@ def parse_rpm(text):
     return out
 
 
-def packages(names, host):
-    """``{name: installed version or None}``."""
+def packages(names, host, held=None):
+    """``{name: installed version or None}``; with dpkg, the installed ones on hold are added to ``held``."""
     found = {}
     if names and host.get_bin_path("dpkg-query"):
         _rc, out, _err = host.run_command(["dpkg-query", "-W", "-f", "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"]
                                           + list(names))
-        found = parse_dpkg(out)
+        found = parse_dpkg(out, held)
     elif names and host.get_bin_path("rpm"):
         _rc, out, _err = host.run_command(["rpm", "-q", "--qf", "%{NAME}\\t%{VERSION}-%{RELEASE}\\n"] + list(names))
         found = parse_rpm(out)
@@ -451,12 +455,15 @@ def gather(params, host, read=_read):
     if crictl and params.get("report", True):
         rc, out, err = host.run_command([crictl, "info"])
         crictl_facts["reports"] = crictl_report(out) if rc == 0 else report("crictl info", error=_failed("crictl info", rc, out, err))
+    held = []
+    versions = packages(params.get("packages") or [], host, held)
     return {
         "architecture": platform.machine(),
         "package_manager": package_manager(host.get_bin_path),
         "runtimes": found,
         "crictl": crictl_facts,
-        "packages": packages(params.get("packages") or [], host),
+        "packages": versions,
+        "held": sorted(held),
         "files": dict((path, describe_file(path)) for path in params.get("files") or []),
         "plans": plan_changes(params.get("plans") or [], found, host),
     }

@@ -192,8 +192,10 @@ def test_crio_and_crictl_reports():
 
 def test_installed_packages_only():
     dpkg = ("nvidia-container-toolkit\t1.19.0-1\tii \nnvidia-docker2\t2.14.0-1\trc \n"
-            "libnvidia-container1\t1.19.0-1\tii \n")
-    assert facts.parse_dpkg(dpkg) == {"nvidia-container-toolkit": "1.19.0-1", "libnvidia-container1": "1.19.0-1"}
+            "libnvidia-container1\t1.19.0-1\thi \nnvidia-container-toolkit-base\t1.19.0-1\thn \n")
+    held = []
+    assert facts.parse_dpkg(dpkg, held) == {"nvidia-container-toolkit": "1.19.0-1", "libnvidia-container1": "1.19.0-1"}
+    assert held == ["libnvidia-container1"]  # on hold and installed; a hold on a package not installed is no package
     rpm = "nvidia-container-toolkit\t1.17.8-1\npackage nvidia-docker2 is not installed\n"
     assert facts.parse_rpm(rpm) == {"nvidia-container-toolkit": "1.17.8-1"}
 
