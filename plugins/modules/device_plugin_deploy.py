@@ -179,7 +179,16 @@ options:
         O(kubegpu.cluster.gpu_proof#module:readiness_taint=true) has passed on it and removed the taint.
       - The device plugin, GPU feature discovery and the NFD worker tolerate the taint (added to O(tolerations) and
         the NFD worker's tolerations). A node already labelled is never tainted, so a rerun changes nothing.
-      - O(state=absent) removes the taint from every node that has it, whatever this option says.
+      - O(state=absent) with O(clear_node_marks=true) removes the taint from every node that has it.
+    type: bool
+    default: false
+  clear_node_marks:
+    description:
+      - With O(state=absent), also remove what the collection left on the nodes themselves, on every node - the
+        readiness taint (O(readiness_taint)) and the record of the last passed proof (annotation
+        C(kubegpu.cluster/last-proof), written by M(kubegpu.cluster.gpu_proof)) - so that a bring-up after the teardown
+        proves the nodes again. The device_plugin role sets it with C(device_plugin_state=absent) (the teardown of
+        C(kubegpu.cluster.site)); leave it off to remove one deployment of several.
     type: bool
     default: false
   missing_nodes:
@@ -329,17 +338,17 @@ tainted:
   elements: str
   sample: ["gpu-7"]
 untainted:
-  description: With O(state=absent), the nodes whose readiness taint was removed (in check mode, would be).
-  returned: when O(state=absent)
+  description: With O(clear_node_marks), the nodes whose readiness taint was removed (in check mode, would be).
+  returned: when O(state=absent) and O(clear_node_marks)
   type: list
   elements: str
   sample: []
 proofs_forgotten:
   description:
-    - With O(state=absent), the nodes whose record of the last passed proof (annotation C(kubegpu.cluster/last-proof),
+    - With O(clear_node_marks), the nodes whose record of the last passed proof (annotation C(kubegpu.cluster/last-proof),
       written by M(kubegpu.cluster.gpu_proof)) was removed (in check mode, would be), so that a bring-up after the
       teardown proves them again.
-  returned: when O(state=absent)
+  returned: when O(state=absent) and O(clear_node_marks)
   type: list
   elements: str
   sample: [gpu-1]
@@ -391,6 +400,7 @@ def main():
             accelerator_label=dict(type="str", default=nv.DEFAULT_ACCELERATOR_LABEL),
             missing_nodes=dict(type="str", default="fail", choices=["fail", "skip"]),
             readiness_taint=dict(type="bool", default=False),
+            clear_node_marks=dict(type="bool", default=False),
             **plugin_config_spec()
         ),
         mutually_exclusive=[("expected", "facts")],

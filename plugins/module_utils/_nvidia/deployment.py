@@ -133,8 +133,8 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
         if nfd is not None:  # after the plugin: GFD gone first, so that nfd-master takes its labels back
             parts.append(("nfd", nfd_deployment.run(dict(nfd, state="absent"), check_mode=check_mode,
                                                     want_diff=want_diff, client=client)))
-        # ours by their keys, whatever readiness_taint says
-        result["untainted"], result["proofs_forgotten"] = forget(client, check_mode=check_mode)
+        if params.get("clear_node_marks"):  # the teardown: ours by their keys, whatever readiness_taint says
+            result["untainted"], result["proofs_forgotten"] = forget(client, check_mode=check_mode)
     else:
         if nfd is not None:  # before GFD, which writes NodeFeature objects
             parts.append(("nfd", nfd_deployment.run(dict(nfd, state="present"), check_mode=check_mode,
