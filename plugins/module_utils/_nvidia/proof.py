@@ -25,11 +25,10 @@ import re
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError, WaitTimeout
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects, taints
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import LABEL_MANAGED_BY, MANAGER
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.allocatable import advertised
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.plugin_config import config_hash
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
     DEFAULT_CONFIG_NAME, MIG_RESOURCE_PREFIX, PROOF_IMAGE, PROOF_NAMESPACE, PROOF_PATTERN, PROOF_RESOURCE_PREFERENCE, PROOF_TIMEOUT,
-    PROOF_TOLERATIONS, READINESS_TAINT, READINESS_TOLERATION,
+    PROOF_TOLERATIONS, READINESS_TAINT, READINESS_TOLERATION, RESOURCE_PREFIX,
     resource as qualified,
 )
 
@@ -55,6 +54,26 @@ _HINTS = (
     ("ImagePullBackOff", "the image cannot be pulled: mirror it and set gpu_validation_image"),
     ("UnexpectedAdmissionError", "the kubelet refused the pod at admission (shared GPUs: ask for one device only)"),
 )
+
+
+def prefixes_of(params):
+    """The resource prefixes a proof looks at: ``resource_prefixes`` (set by the module from O(vendor): ``amd.com``,
+    ``gpu.intel.com``), ``nvidia.com`` when not given."""
+    return tuple(params.get("resource_prefixes") or (RESOURCE_PREFIX,))
+
+
+def advertised(node, params=None):
+    """What a node advertises of the proof's vendor: its allocatable counts under :func:`prefixes_of`."""
+    found = {}
+    for prefix in prefixes_of(params or {}):
+        found.update(k8s_objects.allocatable(node, prefix))
+    return found
+
+
+def _none_advertised(params, node=None):
+    what = " or ".join(prefixes_of(params))
+    return ("node %s advertises no %s resource" % (node, what) if node
+            else "no node advertises a%s %s resource" % ("n" if what[0] in "aeino" else "", what))
 
 
 def pick_resource(resources):
@@ -147,7 +166,7 @@ def plan(params, nodes):
     if not wanted and params.get("per_node"):
         wanted = sorted(n for n, res in nodes.items() if any(c > 0 for c in res.values()))
         if not wanted:
-            raise K8sError("no node advertises an nvidia.com resource, so no GPU workload can run: check that "
+            raise K8sError(_none_advertised(params) + ", so no GPU workload can run: check that "
                            "the device plugin runs on the GPU nodes (kubegpu.cluster.device_plugin)",
                            allocatable=nodes)
     if not wanted:
@@ -159,7 +178,7 @@ def plan(params, nodes):
                 cluster[name] = cluster.get(name, 0) + count
         picked = pick_resource(cluster)
         if picked is None:
-            raise K8sError("no node advertises an nvidia.com resource, so no GPU workload can run: check that "
+            raise K8sError(_none_advertised(params) + ", so no GPU workload can run: check that "
                            "the device plugin runs on the GPU nodes (kubegpu.cluster.device_plugin)",
                            allocatable=nodes)
         return [(None, picked)]
@@ -169,8 +188,8 @@ def plan(params, nodes):
             raise OptionError("nodes", "node '%s' is not in the cluster" % node)
         picked = resource or pick_resource(nodes[node])
         if picked is None:
-            raise K8sError("node %s advertises no nvidia.com resource, so no GPU workload can run there: check "
-                           "its device plugin pod (kubectl -n <namespace> get pods -o wide)" % node,
+            raise K8sError(_none_advertised(params, node) + ", so no GPU workload can run "
+                           "there: check its device plugin pod (kubectl -n <namespace> get pods -o wide)",
                            allocatable=nodes)
         out.append((node, picked))
     return out
@@ -290,7 +309,7 @@ def settled(params, found):
         return None  # a gated node: the module clears it, by a proof or by the record that stands for one
     try:
         under = under_by_node(params)
-        nodes = dict((n["metadata"]["name"], advertised(n)) for n in found)
+        nodes = dict((n["metadata"]["name"], advertised(n, params)) for n in found)
         records = records_of(found)
         proofs, kept = keep(params, plan(params, nodes), nodes, under, records)
     except (K8sError, OptionError):
@@ -316,7 +335,7 @@ class Proof(object):
         found = self.client.list("v1", "Node")
         self.records = records_of(found)
         self.found = dict((n["metadata"]["name"], n) for n in found)
-        return dict((n["metadata"]["name"], advertised(n)) for n in found)
+        return dict((n["metadata"]["name"], advertised(n, self.params)) for n in found)
 
     def _ungate(self, results, check_mode):
         """With ``readiness_taint``: the taint off each gated node a proof passed on (or whose record stands)."""

@@ -14,6 +14,16 @@ def test_advertised_reads_only_nvidia_resources():
     assert proof.advertised({}) == {}
 
 
+def test_a_vendor_proof_reads_its_vendors_resources_and_picks_one():
+    node = {"status": {"allocatable": {"cpu": "16", "nvidia.com/gpu": "4", "amd.com/gpu": "2", "gpu.intel.com/i915": "3"}}}
+    amd = {"resource_prefixes": ["amd.com"]}
+    assert proof.advertised(node, amd) == {"amd.com/gpu": 2}
+    assert proof.advertised(node, {"resource_prefixes": ["gpu.intel.com"]}) == {"gpu.intel.com/i915": 3}
+    assert proof.pick_resource(proof.advertised(node, amd)) == "amd.com/gpu"
+    with pytest.raises(K8sError, match="no node advertises an amd.com resource"):
+        proof.plan(dict(amd, per_node=True), {"kg-cpu": {}})
+
+
 @pytest.mark.parametrize("resources, want", [
     ({"nvidia.com/gpu": 4, "nvidia.com/gpu.shared": 8}, "nvidia.com/gpu"),
     ({"nvidia.com/gpu.shared": 16}, "nvidia.com/gpu.shared"),
