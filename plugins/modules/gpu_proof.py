@@ -18,6 +18,11 @@ description:
     O(timeout) has passed, and then reads each pod's log for O(success_pattern) (the CUDA C(vectorAdd) sample prints
     C(Test PASSED)).
   - The Jobs are always deleted again, whatever happened, and so is O(namespace) when this module created it.
+  - "With O(vendor=amd) or O(vendor=intel) the proof is that vendor's: it looks at the C(amd.com/*) or
+    C(gpu.intel.com/*) resources only (C(amd.com/gpu), C(gpu.intel.com/i915), C(gpu.intel.com/xe)), and O(image),
+    O(command), O(success_pattern) and O(tolerations) default to the vendor's workload - a ROCm image running
+    C(rocminfo), whose log names the GPU's C(gfx) target; Intel's OpenCL image running C(clinfo), whose log shows a
+    C(Device Name)."
   - Without O(resource), each proof asks for the resource its node advertises, in this order
     C(nvidia.com/gpu), C(nvidia.com/gpu.shared), the first C(nvidia.com/mig-*); the cluster-wide proof picks the same
     way from the sum over all nodes.
@@ -33,14 +38,23 @@ description:
 author:
   - kubegpu.cluster contributors (@kubegpu)
 options:
+  vendor:
+    description:
+      - Whose GPUs to prove. V(nvidia) looks at C(nvidia.com/*); V(amd) and V(intel) at their vendor's resources, with
+        their vendor's workload as the default of O(image), O(command), O(success_pattern) and O(tolerations).
+    type: str
+    choices: [nvidia, amd, intel]
+    default: nvidia
   namespace:
     description: Namespace for the Jobs; created (and deleted afterwards) when missing.
     type: str
     default: gpu-validation
   image:
-    description: The workload image, for example from a mirror of C(nvcr.io).
+    description:
+      - The workload image, for example from a mirror of C(nvcr.io).
+      - Defaults to C(nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0), C(docker.io/rocm/dev-ubuntu-22.04:6.2)
+        with O(vendor=amd), C(docker.io/intel/intel-opencl-icd) of the Intel plugin's release with O(vendor=intel).
     type: str
-    default: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
   command:
     description: The container's command, in place of the image's entry point (for example V([nvidia-smi])).
     type: list
@@ -86,9 +100,10 @@ options:
     type: bool
     default: false
   success_pattern:
-    description: Text the log must contain. An empty string checks only that the Job succeeded.
+    description:
+      - Text the log must contain. An empty string checks only that the Job succeeded.
+      - Defaults to C(Test PASSED), C(gfx) with O(vendor=amd), C(Device Name) with O(vendor=intel).
     type: str
-    default: Test PASSED
   require_log:
     description:
       - Fail a proof whose Job succeeded but whose log cannot be read. Off by default, so a cluster whose logs are
@@ -249,7 +264,7 @@ last_proofs:
            "detail": "succeeded, log shows 'Test PASSED'", "under": {"config_hash": "3f1c...", "driver_version": "550.54.15",
            "runtime": "containerd 1.7.24 default nvidia", "proof": "9a1b2c3d4e5f6071"}}}
 allocatable:
-  description: Every node's C(nvidia.com/*) allocatable counts, read before the proof.
+  description: Every node's allocatable counts of the resources of O(vendor) (C(nvidia.com/*) by default), read before the proof.
   returned: always
   type: dict
   sample: {"gpu-1": {"nvidia.com/gpu": 4}, "cpu-1": {}}
@@ -264,15 +279,37 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
+from ansible_collections.kubegpu.cluster.plugins.module_utils._amd import constants as amd
+from ansible_collections.kubegpu.cluster.plugins.module_utils._intel import constants as intel
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import REPROVE, run
+
+# Each vendor's proof: the resources it looks at and its workload, where the options leave them out.
+VENDORS = {
+    "nvidia": {"resource_prefixes": [nv.RESOURCE_PREFIX], "image": nv.PROOF_IMAGE, "command": None,
+               "success_pattern": nv.PROOF_PATTERN, "tolerations": None},
+    "amd": {"resource_prefixes": [amd.RESOURCE_PREFIX], "image": amd.PROOF_IMAGE, "command": amd.PROOF_COMMAND,
+            "success_pattern": amd.PROOF_PATTERN, "tolerations": amd.PROOF_TOLERATIONS},
+    "intel": {"resource_prefixes": [intel.RESOURCE_PREFIX], "image": intel.PROOF_IMAGE, "command": intel.PROOF_COMMAND,
+              "success_pattern": intel.PROOF_PATTERN, "tolerations": intel.PROOF_TOLERATIONS},
+}
+
+
+def vendor_params(params):
+    """The options with the vendor's workload where they are left out (None)."""
+    out = dict(params)
+    for key, value in VENDORS[params.get("vendor") or "nvidia"].items():
+        if out.get(key) is None and value is not None:
+            out[key] = list(value) if isinstance(value, list) else value
+    return out
 
 
 def main():
     module = AnsibleModule(
         argument_spec=argument_spec(
+            vendor=dict(type="str", default="nvidia", choices=sorted(VENDORS)),
             namespace=dict(type="str", default=nv.PROOF_NAMESPACE),
-            image=dict(type="str", default=nv.PROOF_IMAGE),
+            image=dict(type="str"),
             command=dict(type="list", elements="str"),
             args=dict(type="list", elements="str"),
             image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),  # names, not secrets
@@ -282,7 +319,7 @@ def main():
             runtime_class=dict(type="str"),
             tolerations=dict(type="list", elements="dict"),
             readiness_taint=dict(type="bool", default=False),
-            success_pattern=dict(type="str", default=nv.PROOF_PATTERN),
+            success_pattern=dict(type="str"),
             require_log=dict(type="bool", default=False),
             timeout=dict(type="int", default=nv.PROOF_TIMEOUT),
             proven_under=dict(type="dict", default={}),
@@ -291,7 +328,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    run_module(module, lambda: run(module.params, check_mode=module.check_mode), requires=REQUIRES)
+    run_module(module, lambda: run(vendor_params(module.params), check_mode=module.check_mode), requires=REQUIRES)
 
 
 if __name__ == "__main__":

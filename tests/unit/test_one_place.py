@@ -202,7 +202,9 @@ def test_the_runtime_filters_document_the_runtime_they_default_to(name):
 def test_the_proof_options_the_filter_decides_with_are_those_the_module_gets():
     """gpu_validation decides with proof_settled whether gpu_proof has to run: both must see the same options."""
     tasks = load(ROOT / "roles" / "gpu_validation" / "tasks" / "main.yml")
-    [module_args] = [t["kubegpu.cluster.gpu_proof"] for t in tasks if "kubegpu.cluster.gpu_proof" in t]
+    # the NVIDIA proof (the AMD and Intel proofs, with a vendor, are not decided by the filter)
+    [module_args] = [t["kubegpu.cluster.gpu_proof"] for t in tasks
+                     if "kubegpu.cluster.gpu_proof" in t and "vendor" not in t["kubegpu.cluster.gpu_proof"]]
     decides = load(ROOT / "roles" / "gpu_validation" / "vars" / "main.yml")["_gpu_validation_decides"]
     assert set(decides) <= set(module_args)
     names = re.compile(r"_?gpu_validation_\w+")
@@ -216,6 +218,9 @@ def test_the_proof_options_the_filter_decides_with_are_those_the_module_gets():
 
 def test_the_proof_defaults_settled_fills_in_are_the_modules():
     from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import DECIDING_DEFAULTS  # pylint: disable=import-outside-toplevel
+    from ansible_collections.kubegpu.cluster.plugins.modules.gpu_proof import VENDORS  # pylint: disable=import-outside-toplevel
     documented = module_options("gpu_proof")
     for option, value in DECIDING_DEFAULTS.items():
-        assert documented[option].get("default") == value, option
+        # image and success_pattern have no default of their own: the vendor's (nvidia by default) fills them in
+        default = documented[option].get("default", VENDORS[documented["vendor"]["default"]].get(option))
+        assert default == value, option

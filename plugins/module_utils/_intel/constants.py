@@ -43,3 +43,64 @@ DEVICE_NAMES = {
     0xE20B: "Intel Arc B580",
     0xE20C: "Intel Arc B570",
 }
+
+
+# --- Intel's GPU device plugin (intel/intel-device-plugins-for-kubernetes), cluster side ---------------------------
+DEVICE_PLUGIN_VERSION = "0.34.0"
+DEVICE_PLUGIN_IMAGE_REPOSITORY = "intel/intel-gpu-plugin"  # deployments/gpu_plugin/base/intel-gpu-plugin.yaml
+
+# cmd/gpu_plugin/gpu_plugin.go: namespace "gpu.intel.com", one resource per kernel driver of the cards (deviceTypeI915
+# "i915", deviceTypeXe "xe"), each card listed shared-dev-num times ("card0-0", "card0-1", ...); with
+# -enable-monitoring also "<driver>_monitoring" (monitorSuffix), one device "all" per driver.
+RESOURCE_PREFIX = "gpu.intel.com"
+DRIVERS = ("i915", "xe")
+MONITOR_SUFFIX = "_monitoring"
+# gpu_plugin.go main(): -shared-dev-num default 1, below 1 the plugin exits; -allocation-policy one of these, default
+# "none", anything else exits; -enable-monitoring default false.
+DEFAULT_SHARED_DEV_NUM = 1
+ALLOCATION_POLICIES = ("none", "balanced", "packed")
+DEFAULT_ALLOCATION_POLICY = "none"
+PLUGIN_CONTAINER = "intel-gpu-plugin"
+
+# --- The NFD rule (deployments/nfd/overlays/node-feature-rules/node-feature-rules.yaml, rule "intel.gpu"): an Intel
+# PCI device of class 0300 or 0380 with the i915 or xe module loaded or enabled labels the node
+# intel.feature.node.kubernetes.io/gpu=true, which the plugin's NFD overlays select on
+# (deployments/gpu_plugin/overlays/monitoring_shared-dev_nfd/add-nodeselector-intel-gpu.yaml).
+LABEL_GPU = "intel.feature.node.kubernetes.io/gpu"
+NFD_RULE_NAME = "intel-dp-gpu"
+NFD_RULE = {
+    "name": "intel.gpu",
+    "labels": {LABEL_GPU: "true"},
+    "matchFeatures": [{"feature": "pci.device", "matchExpressions": {
+        "vendor": {"op": "In", "value": ["8086"]}, "class": {"op": "In", "value": ["0300", "0380"]}}}],
+    "matchAny": [{"matchFeatures": [{"feature": "kernel.%s" % source, "matchExpressions": {module: {"op": "Exists"}}}]}
+                 for module in DRIVERS for source in ("loadedmodule", "enabledmodule")],
+}
+
+# --- The deployment
+DEVICE_PLUGIN_NAMESPACE = "intel-gpu-plugin"
+APP_NAME = "intel-gpu-plugin"
+PLUGIN_NAME = "intel-gpu-plugin"  # deployments/gpu_plugin/base/intel-gpu-plugin.yaml
+KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
+SYSFS_DRM = "/sys/class/drm"  # what the plugin scans (gpu_plugin.go sysfsDrmDirectory), mounted read-only
+DEVFS_DRI = "/dev/dri"  # gpu_plugin.go devfsDriDirectory, mounted read-only
+DEFAULT_NODE_SELECTOR = {LABEL_GPU: "true"}
+DEFAULT_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
+DEFAULT_PRIORITY_CLASS = "system-node-critical"
+DEFAULT_WAIT_TIMEOUT = 300
+LABELS_FIELD_MANAGER = "kubegpu.cluster/labels-intel"
+PLUGIN_COMPONENT = "device-plugin"
+
+
+def default_image(version=DEVICE_PLUGIN_VERSION):
+    """The plugin image of ``version``."""
+    return "%s:%s" % (DEVICE_PLUGIN_IMAGE_REPOSITORY, version)
+
+
+# --- The proof workload (kubegpu.cluster.gpu_proof vendor=intel): Intel's OpenCL demo image (demo/intel-opencl-icd,
+# published with each release of the plugins) running clinfo, as demo/intelgpu-job.yaml does; clinfo names each
+# device it finds ("Device Name"), which it prints only when the GPU the plugin handed over (/dev/dri) works.
+PROOF_IMAGE = "docker.io/intel/intel-opencl-icd:" + DEVICE_PLUGIN_VERSION
+PROOF_COMMAND = ["clinfo"]
+PROOF_PATTERN = "Device Name"
+PROOF_TOLERATIONS = []
