@@ -95,6 +95,16 @@ def rolled_out(daemonset):
             and status.get("numberAvailable", 0) == desired)
 
 
+def deployment_rolled_out(deployment):
+    """Whether a Deployment's rollout is complete (as ``kubectl rollout status`` judges it)."""
+    if not deployment:
+        return False
+    status = deployment.get("status") or {}
+    replicas = (deployment.get("spec") or {}).get("replicas", 1)
+    return (status.get("observedGeneration", 0) >= deployment["metadata"].get("generation", 1)
+            and status.get("updatedReplicas", 0) == replicas and status.get("availableReplicas", 0) == replicas)
+
+
 def container_reasons(pod):
     """Why the pod's containers are not running (``CrashLoopBackOff``, ``ErrImagePull``, a last exit with its message),
     as text to append to its phase; empty when they run."""

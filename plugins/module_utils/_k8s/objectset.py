@@ -175,18 +175,27 @@ class ObjectSet(object):
         return "; ".join(parts)
 
     def wait_rollout(self, applied, timeout, component, hint=""):
-        """Watch every applied DaemonSet until its rollout is complete; returns the deadline the waits share."""
+        """Watch every applied DaemonSet and Deployment until its rollout is complete; returns the deadline the
+        waits share."""
         deadline = self.client.clock() + timeout
+        done = {"DaemonSet": k8s_objects.rolled_out, "Deployment": k8s_objects.deployment_rolled_out}
         for obj_key, obj in applied.items():
-            if obj.get("kind") != "DaemonSet":
+            if obj.get("kind") not in done:
                 continue
             name = obj["metadata"]["name"]
             try:
-                self.client.wait("apps/v1", "DaemonSet", lambda found, n=name: k8s_objects.rolled_out(found.get(n)),
+                self.client.wait("apps/v1", obj["kind"], lambda found, n=name, ok=done[obj["kind"]]: ok(found.get(n)),
                                  max(1, deadline - self.client.clock()), namespace=self.namespace,
                                  field_selector="metadata.name=%s" % name)
             except WaitTimeout as exc:
                 status = ((exc.last or {}).get(name) or {}).get("status") or {}
+                if obj["kind"] == "Deployment":
+                    raise K8sError("timed out after %ss waiting for the rollout of %s: replicas %s, updated %s, "
+                                   "available %s. %s. %s"
+                                   % (timeout, obj_key, status.get("replicas", 0), status.get("updatedReplicas", 0),
+                                      status.get("availableReplicas", 0),
+                                      self.pods_summary(obj["metadata"]["labels"].get(LABEL_COMPONENT, component)),
+                                      hint), rollout=status)
                 raise K8sError(
                     "timed out after %ss waiting for the rollout of %s: desired %s, updated %s, available %s. %s. %s"
                     % (timeout, obj_key, status.get("desiredNumberScheduled", 0), status.get("updatedNumberScheduled", 0),

@@ -19,7 +19,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8s
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import (
-    LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_NAME, MANAGER,
+    LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_NAME, MANAGER, deployment_rolled_out,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet, managed_selector
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd import manifests
@@ -69,16 +69,6 @@ def _established(crds, names):
         if not any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
             return False
     return True
-
-
-def deployment_rolled_out(deployment):
-    """Whether a Deployment's rollout is complete (as ``kubectl rollout status`` judges it)."""
-    if not deployment:
-        return False
-    status = deployment.get("status") or {}
-    replicas = (deployment.get("spec") or {}).get("replicas", 1)
-    return (status.get("observedGeneration", 0) >= deployment["metadata"].get("generation", 1)
-            and status.get("updatedReplicas", 0) == replicas and status.get("availableReplicas", 0) == replicas)
 
 
 def _wait(client, objects, namespace, deadline, timeout):
