@@ -10,12 +10,16 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: gpu_facts
-short_description: Report a host's NVIDIA GPUs and the state of their driver
+short_description: Report a host's GPUs (NVIDIA, AMD, Intel) and the state of their drivers
 version_added: 0.1.0
 description:
-  - Reads the host's NVIDIA GPUs through NVML (the C(nvidia-ml-py) bindings) in one NVML session, and the NVIDIA
-    devices on the PCI bus from sysfs independently of the driver, so that "GPU present, driver missing" is visible.
-  - Never fails because a host has no GPU, no NVIDIA library or no driver; it reports that in RV(ansible_facts.gpu.nvml).
+  - Reads the host's NVIDIA GPUs through NVML (the C(nvidia-ml-py) bindings) in one NVML session, and every NVIDIA, AMD
+    and Intel GPU on the PCI bus from sysfs independently of any driver, so that "GPU present, driver missing" is visible.
+  - Reads AMD and Intel GPUs from what their kernel drivers publish in sysfs, without any vendor library - C(/sys/class/drm)
+    (card and render nodes, memory), the KFD topology C(/sys/class/kfd) for AMD, and whether C(amdgpu), C(i915) or C(xe)
+    is loaded and bound to each GPU - in RV(ansible_facts.gpu.amd) and RV(ansible_facts.gpu.intel).
+  - Never fails because a host has no GPU, no NVIDIA library or no driver; it reports that in RV(ansible_facts.gpu.nvml),
+    RV(ansible_facts.gpu.amd.status) and RV(ansible_facts.gpu.intel.status).
   - Sets the fact C(gpu) (C(ansible_facts['gpu'])).
 author:
   - kubegpu.cluster contributors (@kubegpu)
@@ -42,6 +46,9 @@ attributes:
     platforms: posix
 notes:
   - NVML is loaded from C(libnvidia-ml.so.1) through the dynamic loader, as the NVIDIA tools do.
+  - RV(ansible_facts.gpu.present), RV(ansible_facts.gpu.count) and RV(ansible_facts.gpu.devices) are NVIDIA's only (the
+    container toolkit stage keys on C(present)); AMD's and Intel's GPUs are in RV(ansible_facts.gpu.amd) and
+    RV(ansible_facts.gpu.intel), every vendor's in RV(ansible_facts.gpu.pci) and RV(ansible_facts.gpu.vendors).
 seealso:
   - name: NVML API reference
     description: The NVIDIA Management Library calls this module makes.
@@ -60,6 +67,11 @@ EXAMPLES = r"""
   ansible.builtin.assert:
     that: ansible_facts['gpu']['nvml']['status'] == 'ok'
     fail_msg: "{{ inventory_hostname }}: {{ ansible_facts['gpu']['nvml']['message'] }}"
+
+- name: Show the AMD GPUs and their ROCm targets
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts['gpu']['amd']['devices'] | map(attribute='gfx_target') | list }} ({{ ansible_facts['gpu']['amd']['status'] }})"
+  when: "'amd' in ansible_facts['gpu']['vendors']"
 """
 
 RETURN = r"""
@@ -288,8 +300,16 @@ ansible_facts:
               type: dict
               returned: always
               sample: {"nvmlDeviceGetHandleByIndex": "GPU_IS_LOST"}
+        vendors:
+          description: The GPU vendors of the host (V(nvidia), V(amd), V(intel)), sorted; empty on a host without a GPU.
+          type: list
+          elements: str
+          returned: always
+          sample: ["amd"]
         pci:
-          description: NVIDIA display and 3D controllers on the PCI bus (vendor C(0x10de)), read from sysfs.
+          description:
+            - Every NVIDIA (C(0x10de)), AMD (C(0x1002)) and Intel (C(0x8086)) display and 3D controller on the PCI bus,
+              read from sysfs, sorted by address. NVIDIA's checks take the entries of vendor V(nvidia).
           type: list
           elements: dict
           returned: always
@@ -299,6 +319,16 @@ ansible_facts:
               type: str
               returned: always
               sample: "0000:3b:00.0"
+            vendor:
+              description: V(nvidia), V(amd) or V(intel).
+              type: str
+              returned: always
+              sample: nvidia
+            vendor_id:
+              description: PCI vendor id.
+              type: str
+              returned: always
+              sample: "0x10de"
             device_id:
               description: PCI device id.
               type: str
@@ -315,10 +345,100 @@ ansible_facts:
               returned: always
               sample: "0x030200"
             driver:
-              description: Kernel driver bound to the device (V(nvidia), V(nouveau), V(vfio-pci)), or C(null).
+              description: Kernel driver bound to the device (V(nvidia), V(nouveau), V(amdgpu), V(i915), V(xe), V(vfio-pci)), or C(null).
               type: str
               returned: always
               sample: nvidia
+        amd:
+          description: The AMD GPUs as the amdgpu driver shows them in sysfs (no ROCm library needed); count 0 without one.
+          type: dict
+          returned: always
+          contains:
+            count:
+              description: AMD GPUs on the PCI bus.
+              type: int
+              returned: always
+              sample: 2
+            status:
+              description:
+                - V(ok); V(no_gpu); V(driver_not_loaded) (the C(amdgpu) module is not loaded); V(driver_not_bound) (a GPU
+                  is bound to another driver, such as C(vfio-pci), or none); V(no_kfd) (no C(/sys/class/kfd), so ROCm
+                  cannot compute). The ROCm device plugin needs V(ok).
+              type: str
+              returned: always
+              sample: ok
+            driver:
+              description: The C(amdgpu) module - C(module), C(loaded) (C(null) when unknown), C(version)
+                (C(/sys/module/amdgpu/version), which AMD's amdgpu-dkms has; C(null) for the in-tree driver) and C(kfd)
+                (whether C(/sys/class/kfd/kfd) exists).
+              type: dict
+              returned: always
+              sample: {"module": "amdgpu", "loaded": true, "version": "6.8.5", "kfd": true}
+            devices:
+              description: One entry per AMD GPU, by PCI address.
+              type: list
+              elements: dict
+              returned: always
+              contains:
+                address: {description: PCI address., type: str, returned: always, sample: "0000:43:00.0"}
+                device_id: {description: PCI device id., type: str, returned: always, sample: "0x740f"}
+                subsystem_id: {description: PCI subsystem device and vendor id., type: str, returned: always, sample: "0x0c341002"}
+                name: {description: Product name from the device id (C(null) for an id the collection does not know)., type: str, returned: always, sample: AMD Instinct MI210}
+                driver: {description: Kernel driver bound to it., type: str, returned: always, sample: amdgpu}
+                memory_total_mib: {description: VRAM in MiB (amdgpu's C(mem_info_vram_total)); C(null) when sysfs lacks it., type: int, returned: always, sample: 65520}
+                card: {description: Its DRM primary node in C(/sys/class/drm) (C(/dev/dri/card0))., type: str, returned: always, sample: card0}
+                render: {description: Its DRM render node (C(/dev/dri/renderD128))., type: str, returned: always, sample: renderD128}
+                kfd_node: {description: Its node in the KFD topology (C(/sys/class/kfd/kfd/topology/nodes/<n>)), matched by render minor; C(null) without one., type: int, returned: always, sample: 1}
+                gpu_id: {description: KFD's gpu_id of the node., type: int, returned: always, sample: 53012}
+                gfx_target_version: {description: KFD's C(gfx_target_version)., type: int, returned: always, sample: 90010}
+                gfx_target: {description: The LLVM target it gives (what ROCm builds for)., type: str, returned: always, sample: gfx90a}
+                simd_count: {description: SIMDs (KFD C(simd_count))., type: int, returned: always, sample: 416}
+                cu_count: {description: Compute units (C(simd_count) / C(simd_per_cu))., type: int, returned: always, sample: 104}
+                num_xcc: {description: Accelerator complex dies (KFD C(num_xcc))., type: int, returned: always, sample: 1}
+        intel:
+          description: The Intel GPUs as the i915 and xe drivers show them in sysfs (no Intel library needed); count 0 without one.
+          type: dict
+          returned: always
+          contains:
+            count:
+              description: Intel GPUs on the PCI bus (integrated ones too).
+              type: int
+              returned: always
+              sample: 1
+            status:
+              description:
+                - V(ok); V(no_gpu); V(driver_not_loaded) (neither C(i915) nor C(xe) is loaded); V(driver_not_bound) (a
+                  GPU is bound to another driver or none, such as a device id the loaded driver does not probe). Intel's
+                  GPU device plugin needs V(ok).
+              type: str
+              returned: always
+              sample: ok
+            driver:
+              description: The module the GPUs use (the one bound to them, else the one loaded, else C(i915)) - C(module),
+                C(loaded), C(version) (C(/sys/module/<module>/version) where the driver has one).
+              type: dict
+              returned: always
+              sample: {"module": "i915", "loaded": true, "version": null}
+            modules:
+              description: Whether C(i915) and C(xe) are loaded (C(null) when unknown).
+              type: dict
+              returned: always
+              sample: {"i915": true, "xe": false}
+            devices:
+              description: One entry per Intel GPU, by PCI address.
+              type: list
+              elements: dict
+              returned: always
+              contains:
+                address: {description: PCI address., type: str, returned: always, sample: "0000:4d:00.0"}
+                device_id: {description: PCI device id., type: str, returned: always, sample: "0x56c0"}
+                subsystem_id: {description: PCI subsystem device and vendor id., type: str, returned: always, sample: "0x40908086"}
+                name: {description: Product name from the device id (C(null) for an id the collection does not know)., type: str, returned: always, sample: Intel Data Center GPU Flex 170}
+                driver: {description: Kernel driver bound to it (V(i915), V(xe), another, or C(null))., type: str, returned: always, sample: i915}
+                memory_total_mib: {description: Local memory in MiB (xe's per-tile C(physical_vram_size_bytes), or i915's C(lmem_total_bytes) times the tiles); C(null) where sysfs has neither (integrated GPUs, mainline i915)., type: int, returned: always, sample: 16384}
+                tiles: {description: Tiles (i915 C(gt/gt*), xe C(device/tile*)); C(null) without a DRM card., type: int, returned: always, sample: 1}
+                card: {description: Its DRM primary node., type: str, returned: always, sample: card0}
+                render: {description: Its DRM render node., type: str, returned: always, sample: renderD128}
         kernel_modules:
           description: Whether the C(nvidia) and C(nouveau) kernel modules are loaded (C(null) when unknown).
           type: dict
@@ -331,7 +451,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _python
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.nvml import gather_gpu_facts
+from ansible_collections.kubegpu.cluster.plugins.module_utils._gpus import gather
 
 try:
     import pynvml
@@ -344,7 +464,7 @@ except ImportError:
 def main():
     module = AnsibleModule(argument_spec=dict(_python.ARG_SPEC), supports_check_mode=True)
     run_module(module, lambda: {"changed": False, "python_unmet": _python.unmet(module.params["python_requirements"]),
-                                "ansible_facts": {"gpu": gather_gpu_facts(pynvml)}},
+                                "ansible_facts": {"gpu": gather(pynvml)}},
                requires=(("nvidia-ml-py", PYNVML_IMPORT_ERROR, "https://pypi.org/project/nvidia-ml-py/"),))
 
 

@@ -18,9 +18,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _host
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
     LABEL_MIG_CONFIG_STATE, RESOURCE_PREFIX, RUNTIME_NAME, RUNTIME_PATH,
 )
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import VENDOR as NVIDIA_VENDOR
 
 SCHEMA_VERSION = 1
 # A node's state, worst first: the table and the summary count them in this order.
@@ -54,7 +56,7 @@ def gpus(fact):
         entry = models.setdefault(name, {"name": name, "count": 0, "memory_total_mib": memory})
         entry["count"] += 1
     return {"count": fact.get("count", len(devices)), "models": [models[n] for n in sorted(models)],
-            "devices": devices, "on_pci_bus": len(fact.get("pci") or [])}
+            "devices": devices, "on_pci_bus": len(_host.pci_of(fact, NVIDIA_VENDOR, untagged=True))}
 
 
 def mig(fact, labels):

@@ -105,6 +105,7 @@ RUNTIME_NAME = "nvidia"
 RUNTIME_PATH = "/usr/bin/nvidia-container-runtime"
 
 # --- The driver
+VENDOR = "nvidia"  # the vendor's name in the gpu fact (gpu.vendors, gpu.pci[].vendor)
 PCI_VENDOR_ID = 0x10DE
 # The NVIDIA Container Toolkit's stated minimum ("NVIDIA Linux drivers >= 418.81.07", container-toolkit platform
 # support); the device plugin's README asks for >= 384.81, so the toolkit's wins.

@@ -11,8 +11,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _host
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError, OptionError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import DRIVER_MIN_VERSION
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import DRIVER_MIN_VERSION, VENDOR
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.naming import parse_version
 
 
@@ -40,8 +41,9 @@ def _summary(gpu):
         name = device.get("name") or "unreadable GPU"
         names[name] = names.get(name, 0) + 1
     parts = ["%d x %s" % (count, name) for name, count in sorted(names.items())]
-    if not parts and gpu.get("pci"):
-        parts = ["%d NVIDIA GPU(s) on the PCI bus" % len(gpu["pci"])]
+    pci = _host.pci_of(gpu, VENDOR, untagged=True)
+    if not parts and pci:
+        parts = ["%d NVIDIA GPU(s) on the PCI bus" % len(pci)]
     text = ", ".join(parts) or "no NVIDIA GPU"
     if gpu.get("driver_version"):
         text += ", driver %s" % gpu["driver_version"]
@@ -59,6 +61,7 @@ def verdict(gpu, min_version=DRIVER_MIN_VERSION, require_gpu=False, check_nouvea
         raise OptionError("gpu_driver_min_version", str(exc))
 
     summary = _summary(gpu)
+    pci = _host.pci_of(gpu, VENDOR, untagged=True)  # the PCI bus's NVIDIA GPUs (gpu.pci lists every vendor's)
     nvml = gpu["nvml"]
     modules = gpu.get("kernel_modules") or {}
     problems = []
@@ -78,7 +81,7 @@ def verdict(gpu, min_version=DRIVER_MIN_VERSION, require_gpu=False, check_nouvea
 
     if nvml["status"] != "ok":
         advice = _STATUS_ADVICE.get(nvml["status"], "NVML failed: %s" % nvml["message"])
-        seen = "%d NVIDIA GPU(s) on the PCI bus" % len(gpu.get("pci") or []) if gpu.get("pci") else "NVML: %s" % nvml["message"]
+        seen = "%d NVIDIA GPU(s) on the PCI bus" % len(pci) if pci else "NVML: %s" % nvml["message"]
         problems.append("%s (%s)" % (advice, seen))
         return {"status": "failed", "problems": problems, "summary": summary}
 
@@ -91,7 +94,7 @@ def verdict(gpu, min_version=DRIVER_MIN_VERSION, require_gpu=False, check_nouvea
         problems.append("NVIDIA driver %s is older than the required %s (gpu_driver_min_version); install driver %s or newer"
                         % (driver or "of unknown version", min_version, min_version))
 
-    pci_count = len(gpu.get("pci") or [])
+    pci_count = len(pci)
     if pci_count > gpu.get("count", 0):
         problems.append("the PCI bus shows %d NVIDIA GPU(s) but NVML sees %d; a GPU has fallen off the bus or is held by another "
                         "driver (see the 'driver' of each entry in gpu.pci and 'dmesg | grep -i xid')" % (pci_count, gpu.get("count", 0)))

@@ -49,7 +49,7 @@ import re
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _host
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import PCI_VENDOR_ID
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import PCI_VENDOR_ID, VENDOR
 
 VERSION = "v1"
 SLICES = (1, 2, 3, 4, 6, 7, 8)  # mig_profile.go: the slice counts ParseMigProfile knows
@@ -202,7 +202,7 @@ def select(configs, name, option="mig_config"):
 def _pci_ids(facts):
     """``{sysfs address: (device, vendor, subsystem)}`` from the facts' PCI bus."""
     ids = {}
-    for entry in facts.get("pci") or []:
+    for entry in _host.pci_of(facts, VENDOR, untagged=True):  # gpu.pci lists every vendor's GPUs
         try:
             device = int(entry.get("device_id"), 16)
             subsystem = int(entry.get("subsystem_id"), 16) if entry.get("subsystem_id") else None
