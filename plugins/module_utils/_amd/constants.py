@@ -19,6 +19,10 @@ PCI_VENDOR_ID = 0x1002
 # it lists the GPUs under /sys/module/amdgpu/drivers/pci:amdgpu/<address> and gives up when /sys/module/amdgpu/drivers
 # is missing).
 KERNEL_MODULE = "amdgpu"
+# The PCI classes (class << 8 | subclass) of AMD GPUs: VGA (0x0300, Radeon), 3D (0x0302), other display controller
+# (0x0380: Instinct MI100/MI200, lspci's "Display controller") and processing accelerator (0x1200: Instinct MI300).
+# NFD's PCI source labels the same families by default (deviceClassWhitelist 03, 12).
+PCI_CLASSES = (0x0300, 0x0302, 0x0380, 0x1200)
 # The sysfs driver directory of the module's PCI driver, under /sys/module/amdgpu (the path GetAMDGPUs globs).
 MODULE_PCI_DRIVER = "drivers/pci:amdgpu"
 # KFD, the compute interface ROCm uses: the plugin maps render nodes to KFD nodes through the topology
