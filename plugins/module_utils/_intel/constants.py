@@ -20,6 +20,10 @@ PCI_VENDOR_ID = 0x8086
 # takes the driver bound to each card, i915 when it cannot read one).
 KERNEL_MODULES = ("i915", "xe")
 DEFAULT_KERNEL_MODULE = "i915"
+# The PCI classes (class << 8 | subclass) of Intel GPUs: VGA (0x0300: integrated and Arc) and other display controller
+# (0x0380: Data Center GPU Flex and Max, lspci's "Display controller"). Not 0x1200: Intel's processing accelerators
+# on that class are NPUs, not GPUs.
+PCI_CLASSES = (0x0300, 0x0302, 0x0380)
 # Local (device) memory per tile in bytes, where i915 publishes it: /sys/class/drm/cardN/lmem_total_bytes (the
 # plugin's labeler, cmd/internal/labeler/labeler.go legacyFallback, multiplies it by the tile count).
 LMEM_TOTAL_FILE = "lmem_total_bytes"
