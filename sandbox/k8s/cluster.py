@@ -32,9 +32,9 @@ import yaml
 from . import nodes as nodes_mod
 from . import paths, pki, procs
 
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "devsim")
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "devsim", "nanogpu")
 SERVICE_CIDR = "10.96.0.0/16"
-STOP_ORDER = (("devsim", "kwok", "kube-scheduler", "kube-controller-manager"), ("kube-apiserver",), ("etcd",))
+STOP_ORDER = (("devsim", "kwok", "kube-scheduler", "nanogpu", "kube-controller-manager"), ("kube-apiserver",), ("etcd",))
 
 
 class SandboxError(RuntimeError):
@@ -229,13 +229,13 @@ def _argv(layout: Layout, bins: Path, ports: dict, profiles_dir: Path) -> dict:
             "--cluster-signing-cert-file=%s" % (pk / "ca.crt"), "--cluster-signing-key-file=%s" % (pk / "ca.key"),
             "--profiling=false",
         ],
+        # Its kubeconfig, API rates, leader election and profiling are in --config (scheduler_config_path), with the
+        # nano-gpu extender (sandbox/nanogpu): kube-scheduler ignores those flags once --config is given.
         "kube-scheduler": [
-            bins / "kube-scheduler",
-            "--kubeconfig=%s" % (kc / "kube-scheduler.kubeconfig"),
+            bins / "kube-scheduler", "--config=%s" % scheduler_config_path(layout),
             "--authentication-kubeconfig=%s" % (kc / "kube-scheduler.kubeconfig"),
             "--authorization-kubeconfig=%s" % (kc / "kube-scheduler.kubeconfig"),
             "--bind-address=127.0.0.1", "--secure-port=%d" % ports["kube-scheduler"], *serving,
-            "--leader-elect=false", "--profiling=false", "--kube-api-qps=200", "--kube-api-burst=400",
         ],
         "kwok": [
             bins / "kwok", "--kubeconfig=%s" % (kc / "kwok.kubeconfig"),
@@ -247,7 +247,22 @@ def _argv(layout: Layout, bins: Path, ports: dict, profiles_dir: Path) -> dict:
             sys.executable, "-m", "sandbox.k8s.devsim", "--kubeconfig=%s" % (kc / "devsim.kubeconfig"),
             "--profiles-dir=%s" % profiles_dir,
         ],
+        # nano-gpu's scheduler extender, a stand-in (sandbox/nanogpu), acting as the admin impersonating the extender's
+        # ServiceAccount
+        "nanogpu": [sys.executable, "-m", "sandbox.nanogpu", "--kubeconfig=%s" % layout.kubeconfig,
+                    "--port=%d" % ports["nanogpu"]],
     }
+
+
+def scheduler_config_path(layout: Layout) -> Path:
+    """The kube-scheduler's KubeSchedulerConfiguration file."""
+    return layout.state_dir / "kube-scheduler.yaml"
+
+
+def write_scheduler_config(layout: Layout, ports: dict) -> None:
+    """Write the kube-scheduler's --config: its connection, and the nano-gpu extender entry on the stand-in's port."""
+    from sandbox.nanogpu import schedconf  # pylint: disable=import-outside-toplevel  # needs the collection link
+    schedconf.write(scheduler_config_path(layout), layout.kubeconfigs / "kube-scheduler.kubeconfig", ports["nanogpu"])
 
 
 def _component_env() -> dict:
@@ -278,6 +293,8 @@ def _health(layout: Layout, state: dict, name: str):
         return name + " /healthz", lambda: http_get("https://127.0.0.1:%d/healthz" % ports[name], serving)[0] == 200
     if name == "kwok":
         return "kwok /healthz", lambda: http_get("http://127.0.0.1:%d/healthz" % ports["kwok"])[0] == 200
+    if name == "nanogpu":
+        return "nano-gpu extender /version", lambda: http_get("http://127.0.0.1:%d/version" % ports["nanogpu"])[0] == 200
     raise SandboxError("no health endpoint for %s" % name)
 
 
@@ -432,7 +449,7 @@ def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fl
 
     layout.state_dir.mkdir(parents=True, exist_ok=True)
     pki.ensure_pki(layout.pki)
-    names = ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+    names = ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "nanogpu")
     ports = dict(zip(names, free_ports(len(names))))
     server = "https://127.0.0.1:%d" % ports["kube-apiserver"]
     ca = layout.pki / "ca.crt"
@@ -443,6 +460,7 @@ def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fl
         shutil.rmtree(layout.etcd_data)
     _rotate_logs(layout)
     write_kwok_config(layout.state_dir / "kwok.yaml")
+    write_scheduler_config(layout, ports)
     argv = _argv(layout, bins, ports, Path(profiles_dir).resolve())
     state = {"versions": versions, "bin_dir": str(bins), "ports": ports, "server": server, "kubeconfig": str(layout.kubeconfig.resolve()),
              "state_dir": str(layout.state_dir.resolve()), "profiles_dir": str(Path(profiles_dir).resolve()), "processes": {}}
@@ -463,13 +481,13 @@ def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fl
         create_nodes(layout, manifests)
         rfd, wfd = os.pipe()
         try:
-            others = [launch("kube-controller-manager"), launch("kube-scheduler"), launch("kwok")]
+            others = [launch("kube-controller-manager"), launch("nanogpu"), launch("kube-scheduler"), launch("kwok")]
             argv["devsim"].append("--ready-fd=%d" % wfd)
             devsim = launch("devsim", pass_fds=(wfd,))
             os.close(wfd)
             wfd = -1
             all_procs = [etcd, apiserver, *others, devsim]
-            for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            for name in ("kube-controller-manager", "nanogpu", "kube-scheduler", "kwok"):
                 poll_until(*_health(layout, state, name), deadline, all_procs, layout=layout)
             wait_nodes_ready(layout, {m["metadata"]["name"] for m in manifests}, deadline)
             wait_default_serviceaccount(layout, deadline)

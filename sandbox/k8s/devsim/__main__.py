@@ -11,6 +11,7 @@ import sys
 
 from kubernetes import client, config
 
+from .nanogpu import NanoGpuSimulator
 from .nfd import NfdSimulator
 from .watcher import Simulator
 
@@ -27,6 +28,7 @@ def main(argv=None) -> int:
     api_client = config.new_client_from_config(config_file=args.kubeconfig)
     simulator = Simulator(client.CoreV1Api(api_client), os.path.abspath(args.profiles_dir))
     NfdSimulator.attach(simulator)  # NFD and GPU feature discovery, where their pods run
+    NanoGpuSimulator.attach(simulator)  # nano-gpu's agent: nano-gpu/gpu-percent where its pods run
 
     def _stop(signum, _frame):
         logging.getLogger("devsim").info("signal %d: stopping", signum)

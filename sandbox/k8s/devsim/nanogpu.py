@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""nano-gpu's agent (its device plugin) in the device-manager simulator.
+
+While a nano-gpu agent pod is Running on node X - a container running ``nano-gpu-agent`` from the agent's image, as
+``kubegpu.cluster.nano_gpu_deploy`` deploys it - and X's GPU profile has NVIDIA GPUs, X advertises
+``nano-gpu/gpu-percent`` = 100 x GPUs in ``status.capacity`` and ``status.allocatable``, as the kubelet does once the
+agent registered: the agent counts the GPUs through NVML and lists 100 devices per GPU (``nano-<gpu>-<nn>``;
+nano-gpu-agent pkg/plugins/server.go NewNanoServer, pkg/common/const.go GPUPercentEachCard). When the pod goes, the
+resource goes too (at once; the kubelet first drops allocatable to 0).
+
+Not simulated: the agent's Allocate/PreStartContainer (it reads the extender's ``nano-gpu/container-<name>``
+annotation and creates the GPU share), its installer's host changes, a profile whose NVML fails (it counts the
+profile's devices).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+
+from kubernetes.client.rest import ApiException
+
+from sandbox.nanogpu import C
+
+from .watcher import read_node_profile
+
+LOG = logging.getLogger("devsim.nanogpu")
+
+
+def agent_container(pod: dict):
+    """The container of ``pod`` that runs nano-gpu-agent, or None."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        command = container.get("command") or container.get("args") or []
+        if command and posixpath.basename(str(command[0])) == posixpath.basename(C.AGENT_COMMAND) \
+                and C.AGENT_IMAGE_REPOSITORY in (container.get("image") or ""):
+            return container
+    return None
+
+
+def _running(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running" and not (pod.get("metadata") or {}).get("deletionTimestamp")
+
+
+def nvidia_gpus(profile) -> int:
+    """The GPUs NVML counts on a node: its profile's devices, for an NVIDIA profile (no ``vendor``, or nvidia)."""
+    if not profile or (profile.get("vendor") or "nvidia") != "nvidia":
+        return 0
+    return len(profile.get("devices") or [])
+
+
+def advertised(profile, agent_running: bool) -> int | None:
+    """What the node advertises: 100 per GPU while the agent runs and sees GPUs, else nothing (None)."""
+    count = nvidia_gpus(profile) if agent_running else 0
+    return count * C.PERCENT_PER_GPU if count else None
+
+
+def _rv(node: dict) -> int:
+    try:
+        return int((node.get("metadata") or {}).get("resourceVersion"))
+    except (TypeError, ValueError):
+        return -1
+
+
+class NanoGpuSimulator:
+    """Plays the kubelet's part for nano-gpu's agent, on the simulator's event loop (see nfd.NfdSimulator)."""
+
+    def __init__(self, simulator):
+        self.sim = simulator
+        self.nodes = {}
+        self.agents = {}  # uid -> Running agent pod
+        self.synced = set()
+
+    @classmethod
+    def attach(cls, simulator):
+        ext = cls(simulator)
+        simulator.extensions.append(ext)
+        return ext
+
+    def start(self):
+        """No watches of its own: nodes and pods come from the simulator's."""
+
+    def handle(self, kind, etype, obj):
+        affected = set()
+        if kind == "nodes":
+            if etype == "SYNC":
+                self.nodes = {n["metadata"]["name"]: n for n in obj}
+                affected.update(self.nodes)
+            elif etype == "DELETED":
+                self.nodes.pop(obj["metadata"]["name"], None)
+            else:
+                known = self.nodes.get(obj["metadata"]["name"])
+                if known is not None and _rv(obj) < _rv(known):
+                    return  # older than our own patch
+                self.nodes[obj["metadata"]["name"]] = obj
+                affected.add(obj["metadata"]["name"])
+        elif kind == "pods":
+            pods = obj if etype == "SYNC" else [obj]
+            if etype == "SYNC":
+                affected.update(p["spec"].get("nodeName") for p in self.agents.values())
+                self.agents = {}
+            for pod in pods:
+                if agent_container(pod) is None:
+                    continue
+                uid = pod["metadata"]["uid"]
+                old = self.agents.pop(uid, None)
+                if old is not None:
+                    affected.add(old["spec"].get("nodeName"))
+                if etype != "DELETED" and _running(pod):
+                    self.agents[uid] = pod
+                affected.add((pod.get("spec") or {}).get("nodeName"))
+        else:
+            return
+        if etype == "SYNC":
+            self.synced.add(kind)
+        if {"nodes", "pods"} <= self.synced:
+            for name in sorted(n for n in affected if n):
+                try:
+                    self.reconcile(name)
+                except ApiException as exc:
+                    LOG.warning("node %s: API error while playing the nano-gpu agent: %s %s", name, exc.status, exc.reason)
+
+    def reconcile(self, name):
+        node = self.nodes.get(name)
+        if node is None:
+            return
+        running = any(p["spec"].get("nodeName") == name for p in self.agents.values())
+        profile = read_node_profile(name, (node.get("metadata") or {}).get("annotations") or {}, self.sim.profiles_dir) \
+            if running else None
+        want = advertised(profile, running)
+        status = node.get("status") or {}
+        patch = {}
+        for part in ("capacity", "allocatable"):
+            have = (status.get(part) or {}).get(C.RESOURCE_NAME)
+            if (None if have is None else str(have)) != (None if want is None else str(want)):
+                patch[part] = {C.RESOURCE_NAME: None if want is None else str(want)}
+        if not patch:
+            return
+        LOG.info("node %s: nano-gpu agent %s; patching status %s", name, "runs" if running else "gone",
+                 json.dumps(patch, sort_keys=True))
+        resp = self.sim.api.patch_node_status(name, {"status": patch}, _content_type="application/merge-patch+json",
+                                              _preload_content=False)
+        self.nodes[name] = json.loads(resp.data)
