@@ -1,0 +1,313 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""nano-gpu's extender in a kubeadm kube-scheduler (module_utils/_nanogpu/kubeadm.py), on files in a temporary
+directory laid out like a control plane's: the merge keeps the user's settings and other extenders, the manifest gets
+--config, the mount and the restart annotation, check mode writes nothing, a second run changes nothing, and absent
+gives back every file byte for byte; a malformed file is refused with its path and field. Kubespray's variable: its
+items carry exactly kube-scheduler's extender keys and come out of Kubespray's template as the extenders."""
+
+import json
+import os
+import stat
+
+import jinja2
+import pytest
+import yaml
+
+from ansible.plugins.filter.core import to_nice_yaml
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, KubegpuError, OptionError
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu import constants as C
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu import kubeadm
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu.scheduler import extender_entry
+
+URL = "http://10.96.0.50:39999/scheduler"
+
+# As kubeadm 1.30 writes it (cmd/kubeadm/app/phases/controlplane/manifests.go), livenessProbe left out
+MANIFEST = """apiVersion: v1
+kind: Pod
+metadata:
+  creationTimestamp: null
+  labels:
+    component: kube-scheduler
+    tier: control-plane
+  name: kube-scheduler
+  namespace: kube-system
+spec:
+  containers:
+  - command:
+    - kube-scheduler
+    - --authentication-kubeconfig=/etc/kubernetes/scheduler.conf
+    - --authorization-kubeconfig=/etc/kubernetes/scheduler.conf
+    - --bind-address=127.0.0.1
+    - --kubeconfig=/etc/kubernetes/scheduler.conf
+    - --leader-elect=true
+    image: registry.k8s.io/kube-scheduler:v1.30.2
+    imagePullPolicy: IfNotPresent
+    name: kube-scheduler
+    resources:
+      requests:
+        cpu: 100m
+    volumeMounts:
+    - mountPath: /etc/kubernetes/scheduler.conf
+      name: kubeconfig
+      readOnly: true
+  hostNetwork: true
+  priorityClassName: system-node-critical
+  securityContext:
+    seccompProfile:
+      type: RuntimeDefault
+  volumes:
+  - hostPath:
+      path: /etc/kubernetes/scheduler.conf
+      type: FileOrCreate
+    name: kubeconfig
+status: {}
+"""
+
+USER_CONFIG = """# the user's own scheduler settings
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: /etc/kubernetes/scheduler.conf
+  qps: 100
+percentageOfNodesToScore: 50
+profiles:
+  - schedulerName: default-scheduler
+extenders:
+  - urlPrefix: "http://127.0.0.1:9001/tas"   # Intel's telemetry-aware scheduling
+    filterVerb: filter
+    prioritizeVerb: prioritize
+    weight: 2
+    managedResources:
+      - name: telemetry/scheduling
+        ignoredByScheduler: true
+"""
+
+
+@pytest.fixture
+def node(tmp_path):
+    etc = tmp_path / "etc" / "kubernetes"
+    (etc / "manifests").mkdir(parents=True)
+    manifest = etc / "manifests" / "kube-scheduler.yaml"
+    manifest.write_text(MANIFEST)
+    os.chmod(manifest, 0o600)
+    params = {"state": "present", "url_prefix": URL, "weight": 1, "http_timeout": None, "ignorable": False,
+              "manifest": str(manifest), "config_path": str(etc / "kube-scheduler-config.yaml"),
+              "state_dir": str(tmp_path / "var" / "lib" / "kubegpu" / "nano-gpu" / "scheduler"), "wait": False,
+              "wait_timeout": 5}
+    return params
+
+
+def files(params):
+    out = {}
+    for path in (params["manifest"], params["config_path"]):
+        out[path] = open(path, "rb").read() if os.path.exists(path) else None
+    return out
+
+
+def test_present_writes_config_flag_mount_and_annotation(node):
+    result = kubeadm.run(node)
+    assert result["changed"] and sorted(result["files"]) == sorted([node["manifest"], node["config_path"]])
+    config = yaml.safe_load(open(node["config_path"]))
+    assert config["apiVersion"] == C.SCHEDULER_CONFIG_API_VERSION and config["kind"] == C.SCHEDULER_CONFIG_KIND
+    assert config["clientConnection"] == {"kubeconfig": "/etc/kubernetes/scheduler.conf"}
+    assert config["extenders"] == [extender_entry(URL)]
+    assert stat.S_IMODE(os.stat(node["config_path"]).st_mode) == 0o600
+    manifest = yaml.safe_load(open(node["manifest"]))
+    container = manifest["spec"]["containers"][0]
+    assert "--config=%s" % node["config_path"] in container["command"]
+    assert {"mountPath": node["config_path"], "name": C.SCHEDULER_CONFIG_VOLUME, "readOnly": True} in container["volumeMounts"]
+    assert {"hostPath": {"path": node["config_path"], "type": "FileOrCreate"}, "name": C.SCHEDULER_CONFIG_VOLUME} in manifest["spec"]["volumes"]
+    assert manifest["metadata"]["annotations"][kubeadm.CONFIG_ANNOTATION] == kubeadm.sha256(open(node["config_path"]).read())
+    # everything else of kubeadm's manifest is kept
+    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.30.2"
+    assert stat.S_IMODE(os.stat(node["manifest"]).st_mode) == 0o600  # mode kept
+    # no backup, no temporary file in the manifests directory (the kubelet would run it)
+    assert os.listdir(os.path.dirname(node["manifest"])) == ["kube-scheduler.yaml"]
+    assert result["extender"] == extender_entry(URL)
+
+
+def test_second_run_changes_nothing(node):
+    kubeadm.run(node)
+    before = files(node)
+    mtimes = [os.stat(p).st_mtime_ns for p in before]
+    result = kubeadm.run(node)
+    assert not result["changed"] and result["files"] == []
+    assert files(node) == before and [os.stat(p).st_mtime_ns for p in before] == mtimes
+
+
+def test_check_mode_writes_nothing_and_diffs(node):
+    before = files(node)
+    result = kubeadm.run(node, check_mode=True, want_diff=True)
+    assert result["changed"]
+    assert files(node) == before and not os.path.exists(node["state_dir"])
+    config_diff, manifest_diff = result["diff"]
+    assert config_diff["before"] == "" and URL in config_diff["after"]
+    assert manifest_diff["before"] == MANIFEST and "--config=" in manifest_diff["after"]
+
+
+def test_absent_gives_back_every_file_byte_for_byte(node):
+    before = files(node)
+    kubeadm.run(node)
+    absent = dict(node, state="absent", url_prefix=None)
+    result = kubeadm.run(absent, check_mode=True)
+    assert result["changed"] and files(node) != before  # check mode: still ours
+    result = kubeadm.run(absent)
+    assert result["changed"] and sorted(result["restored"]) == ["config", "manifest"]
+    assert files(node) == before  # the config file the module created is gone, the manifest is kubeadm's bytes
+    assert stat.S_IMODE(os.stat(node["manifest"]).st_mode) == 0o600
+    assert not os.path.exists(node["state_dir"])
+    assert not kubeadm.run(absent)["changed"]
+
+
+def test_the_users_settings_and_other_extenders_are_kept_and_come_back(node):
+    with open(node["config_path"], "w") as handle:
+        handle.write(USER_CONFIG)
+    original = files(node)
+    kubeadm.run(node)
+    config = yaml.safe_load(open(node["config_path"]))
+    user = yaml.safe_load(USER_CONFIG)
+    for key in ("clientConnection", "percentageOfNodesToScore", "profiles"):
+        assert config[key] == user[key]
+    assert config["extenders"] == user["extenders"] + [extender_entry(URL)]
+    # a new URL updates nano-gpu's entry where it stands, and the annotation restarts the scheduler
+    annotation = yaml.safe_load(open(node["manifest"]))["metadata"]["annotations"][kubeadm.CONFIG_ANNOTATION]
+    assert kubeadm.run(dict(node, url_prefix="http://10.96.0.51:39999/scheduler"))["changed"]
+    config = yaml.safe_load(open(node["config_path"]))
+    assert [e["urlPrefix"] for e in config["extenders"]] == ["http://127.0.0.1:9001/tas", "http://10.96.0.51:39999/scheduler"]
+    assert yaml.safe_load(open(node["manifest"]))["metadata"]["annotations"][kubeadm.CONFIG_ANNOTATION] != annotation
+    kubeadm.run(dict(node, state="absent"))
+    assert files(node) == original  # the user's comments too
+
+
+def test_the_file_the_pods_config_flag_names_is_used(node, tmp_path):
+    own = tmp_path / "etc" / "kubernetes" / "my-scheduler.yaml"
+    own.write_text(USER_CONFIG)
+    manifest = MANIFEST.replace("    - --leader-elect=true\n", "    - --leader-elect=true\n    - --config=%s\n" % own).replace(
+        "      name: kubeconfig\n      readOnly: true\n",
+        "      name: kubeconfig\n      readOnly: true\n    - mountPath: %s\n      name: own\n      readOnly: true\n" % own)
+    with open(node["manifest"], "w") as handle:
+        handle.write(manifest)
+    params = dict(node, config_path=None)
+    result = kubeadm.run(params)
+    assert result["config_path"] == str(own)
+    written = yaml.safe_load(open(node["manifest"]))
+    container = written["spec"]["containers"][0]
+    assert [a for a in container["command"] if a.startswith("--config")] == ["--config=%s" % own]
+    assert [m["name"] for m in container["volumeMounts"]] == ["kubeconfig", "own"]  # mounted already: no second mount
+    assert not os.path.exists(node["config_path"])
+    with pytest.raises(OptionError, match="already runs with --config=%s" % own):
+        kubeadm.run(node)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nextenders: [\n",
+     "line 4, column 1: invalid YAML"),
+    ("apiVersion: v1\nkind: Policy\n", "field 'apiVersion': is 'v1'"),
+    ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: ConfigMap\n", "field 'kind': is 'ConfigMap'"),
+    ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nextenders: {urlPrefix: x}\n",
+     "field 'extenders': is not a list"),
+    ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nextenders:\n- filterVerb: f\n",
+     "field 'extenders[0]': has no urlPrefix"),
+    ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nextenders:\n"
+     "- {urlPrefix: 'http://gas:9001', bindVerb: scheduler/bind}\n", "the extender at http://gas:9001 implements bind"),
+])
+def test_a_malformed_config_is_refused_with_its_path_and_field(node, text, words):
+    with open(node["config_path"], "w") as handle:
+        handle.write(text)
+    before = files(node)
+    with pytest.raises(FileError) as caught:
+        kubeadm.run(node)
+    assert str(caught.value).startswith(node["config_path"] + ":"), str(caught.value)
+    assert words in str(caught.value)
+    assert files(node) == before
+
+
+def test_a_missing_manifest_says_this_is_no_kubeadm_control_plane(node):
+    os.unlink(node["manifest"])
+    with pytest.raises(FileError, match="not a kubeadm control-plane node"):
+        kubeadm.run(node)
+
+
+def test_absent_after_kubeadm_rewrote_the_manifest_takes_out_only_ours(node):
+    kubeadm.run(node)
+    upgraded = open(node["manifest"]).read().replace("v1.30.2", "v1.31.0")
+    with open(node["manifest"], "w") as handle:
+        handle.write(upgraded)
+    result = kubeadm.run(dict(node, state="absent"))
+    assert result["restored"] == ["config"]
+    manifest = yaml.safe_load(open(node["manifest"]))
+    assert manifest == yaml.safe_load(MANIFEST.replace("v1.30.2", "v1.31.0"))  # the upgrade stays, ours is gone
+
+
+def test_present_after_kubeadm_rewrote_the_manifest_takes_the_new_one_as_original(node):
+    kubeadm.run(node)
+    upgraded_clean = MANIFEST.replace("v1.30.2", "v1.31.0")  # kubeadm upgrade writes its own manifest again
+    with open(node["manifest"], "w") as handle:
+        handle.write(upgraded_clean)
+    assert kubeadm.run(node)["changed"]
+    kubeadm.run(dict(node, state="absent"))
+    assert open(node["manifest"]).read() == upgraded_clean  # not the 1.30 original
+
+
+def test_wait_needs_a_new_process_with_the_flag_and_healthz():
+    clock = iter(range(100))
+    seen = iter([{10: ["kube-scheduler"]}, {10: ["kube-scheduler"]}, {11: ["kube-scheduler", "--config=/x"]},
+                 {11: ["kube-scheduler", "--config=/x"]}])
+    answers = iter([False, True])
+    waited = kubeadm.wait_restarted({10: ["kube-scheduler"]}, "https://127.0.0.1:10259/healthz", "--config", True, 30,
+                                    sleep=lambda s: None, clock=lambda: next(clock), pids=lambda: next(seen),
+                                    check=lambda url: next(answers))
+    assert waited > 0
+    with pytest.raises(KubegpuError, match="did not bring kube-scheduler back as changed within 3 s"):
+        kubeadm.wait_restarted({10: []}, "u", "--config", True, 3, sleep=lambda s: None, clock=iter(range(100)).__next__,
+                               pids=lambda: {10: ["kube-scheduler"]}, check=lambda url: True)
+
+
+def test_healthz_url_follows_the_flags():
+    assert kubeadm.healthz_url({"command": ["kube-scheduler", "--bind-address=127.0.0.1"]}) == "https://127.0.0.1:10259/healthz"
+    assert kubeadm.healthz_url({"command": ["kube-scheduler", "--bind-address=0.0.0.0", "--secure-port=10300"]}) == \
+        "https://127.0.0.1:10300/healthz"
+
+
+# --- Kubespray -----------------------------------------------------------------------------------------------------
+
+# The lines of Kubespray's roles/kubernetes/control-plane/templates/kubescheduler-config.yaml.j2 that write the
+# variable (kubernetes-sigs/kubespray): the list goes under `extenders:` through to_nice_yaml, as it is.
+KUBESPRAY_TEMPLATE = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+{% if kube_scheduler_extenders %}
+extenders:
+{{ kube_scheduler_extenders | to_nice_yaml(indent=2, width=256) }}
+{% endif %}
+"""
+
+
+def render_kubespray(value):
+    env = jinja2.Environment()
+    env.filters["to_nice_yaml"] = to_nice_yaml
+    return yaml.safe_load(env.from_string(KUBESPRAY_TEMPLATE).render(kube_scheduler_extenders=value))
+
+
+def test_kubespray_items_take_exactly_kube_schedulers_extender_keys():
+    value = kubeadm.kubespray_extenders(URL, http_timeout="30s")
+    assert len(value) == 1 and set(value[0]) <= set(C.EXTENDER_FIELDS)
+    assert value[0] == extender_entry(URL, http_timeout="30s")  # the same entry as on a kubeadm control plane
+    config = render_kubespray(value)
+    assert config["extenders"] == value
+    kubeadm.check_config(config, "kubescheduler-config.yaml")
+
+
+def test_kubespray_keeps_the_inventorys_other_extenders():
+    other = {"urlPrefix": "http://127.0.0.1:9001/tas", "filterVerb": "filter", "weight": 2}
+    stale = extender_entry("http://old:39999/scheduler")
+    value = kubeadm.kubespray_extenders(URL, existing=[stale, other])
+    assert value == [extender_entry(URL), other]
+    assert render_kubespray(value)["extenders"] == value
+    with pytest.raises(OptionError, match="kube_scheduler_extenders: item 0 is not an extender"):
+        kubeadm.kubespray_extenders(URL, existing=["http://x"])
+
+
+def test_the_filter_is_the_same_function():
+    from ansible_collections.kubegpu.cluster.plugins.filter.nano_gpu_kubespray_extenders import FilterModule
+    rendered = FilterModule().filters()["nano_gpu_kubespray_extenders"](URL)
+    assert json.dumps(rendered) == json.dumps(kubeadm.kubespray_extenders(URL))
