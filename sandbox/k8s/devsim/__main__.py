@@ -13,6 +13,7 @@ from kubernetes import client, config
 
 from .nanogpu import NanoGpuSimulator
 from .nfd import NfdSimulator
+from .vendors import VendorSimulator
 from .watcher import Simulator
 
 
@@ -28,6 +29,7 @@ def main(argv=None) -> int:
     api_client = config.new_client_from_config(config_file=args.kubeconfig)
     simulator = Simulator(client.CoreV1Api(api_client), os.path.abspath(args.profiles_dir))
     NfdSimulator.attach(simulator)  # NFD and GPU feature discovery, where their pods run
+    VendorSimulator.attach(simulator)  # AMD's ROCm plugin and node labeller, Intel's GPU plugin, where their pods run
     NanoGpuSimulator.attach(simulator)  # nano-gpu's agent: nano-gpu/gpu-percent where its pods run
 
     def _stop(signum, _frame):
