@@ -24,23 +24,24 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import con
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import driver as nvidia_driver
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.nvml import gather_gpu_facts
 
-# vendor name -> PCI vendor id, in the order reports list them
-VENDOR_IDS = (
-    (nvidia_constants.VENDOR, nvidia_constants.PCI_VENDOR_ID),
-    (amd_constants.VENDOR, amd_constants.PCI_VENDOR_ID),
-    (intel_constants.VENDOR, intel_constants.PCI_VENDOR_ID),
+# vendor name -> (PCI vendor id, the PCI classes its GPUs have), in the order reports list them
+VENDORS = (
+    (nvidia_constants.VENDOR, nvidia_constants.PCI_VENDOR_ID, _host.GPU_PCI_CLASSES),
+    (amd_constants.VENDOR, amd_constants.PCI_VENDOR_ID, amd_constants.PCI_CLASSES),
+    (intel_constants.VENDOR, intel_constants.PCI_VENDOR_ID, intel_constants.PCI_CLASSES),
 )
 
 
 def pci_gpus(sys_root=_host.SYS_ROOT):
-    """Every NVIDIA, AMD and Intel GPU (display or 3D controller) on the PCI bus, sorted by address, each as
+    """Every NVIDIA, AMD and Intel GPU on the PCI bus (each vendor's GPU classes), sorted by address, each as
     ``_host.pci_gpus`` gives it with ``vendor`` (``nvidia``, ``amd``, ``intel``) and ``vendor_id`` (``0x1002``)."""
-    names = dict(("0x%04x" % vendor_id, name) for name, vendor_id in VENDOR_IDS)
+    known = dict(("0x%04x" % vendor_id, (name, classes)) for name, vendor_id, classes in VENDORS)
+    every_class = tuple(sorted(set(c for _name, _id, classes in VENDORS for c in classes)))
     found = []
-    for entry in _host.pci_gpus(None, os.path.join(sys_root, "bus", "pci", "devices")):
-        vendor = names.get(entry["vendor_id"])
-        if vendor is None:
-            continue  # a BMC's display controller (ASPEED, Matrox): not a GPU any plugin serves
+    for entry in _host.pci_gpus(None, os.path.join(sys_root, "bus", "pci", "devices"), classes=every_class):
+        vendor, classes = known.get(entry["vendor_id"], (None, ()))
+        if vendor is None or int(entry["class"], 16) >> 8 not in classes:
+            continue  # a BMC's display controller (ASPEED, Matrox), an Intel NPU: not a GPU any plugin serves
         ordered = {"address": entry["address"], "vendor": vendor, "vendor_id": entry["vendor_id"]}
         ordered.update((key, value) for key, value in entry.items() if key not in ordered)
         found.append(ordered)

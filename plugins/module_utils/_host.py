@@ -45,9 +45,9 @@ def sysfs_address(bus_id):
         return text
 
 
-def pci_gpus(vendor_id, devices_path=PCI_DEVICES_PATH):
+def pci_gpus(vendor_id, devices_path=PCI_DEVICES_PATH, classes=GPU_PCI_CLASSES):
     """List the GPUs of one vendor (its PCI vendor ID; ``None``: every vendor, each entry then with ``vendor_id``) on
-    the PCI bus as sysfs shows them, sorted by address.
+    the PCI bus as sysfs shows them, sorted by address. ``classes``: the PCI class and subclass codes taken as GPUs.
 
     Each entry: ``address``, ``device_id``, ``subsystem_id`` (hex strings such as ``0x1db4``), ``class``
     (``0x030200``) and ``driver``, the kernel driver bound to it (``nvidia``, ``nouveau``, ``vfio-pci``) or ``None``.
@@ -64,7 +64,7 @@ def pci_gpus(vendor_id, devices_path=PCI_DEVICES_PATH):
         if vendor is None or (vendor_id is not None and vendor != vendor_id):
             continue
         pci_class = _read_hex(os.path.join(base, "class"))
-        if pci_class is None or (pci_class >> 8) not in GPU_PCI_CLASSES:
+        if pci_class is None or (pci_class >> 8) not in classes:
             continue
         driver_link = os.path.join(base, "driver")
         driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else None

@@ -7,8 +7,12 @@ Applies the same rules, in the same order and with the same wording, as the
 C loader in profile.c, so a profile that passes here is one that nvmlInit
 accepts. Prints one line per bad file, "<file>: <field path>: <problem>",
 on stderr and exits 1 if any file is bad.
+
+A profile with a "vendor" (AMD or Intel, sysfs only: no fake NVML reads it)
+is checked by sandbox/images/vendor_profiles.py instead, not by NVML's rules.
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -17,6 +21,15 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DIR = os.path.join(os.path.dirname(HERE), 'profiles')
 C_SOURCE = os.path.join(HERE, 'fakenvml.c')
+VENDOR_PROFILES = os.path.join(os.path.dirname(HERE), 'images', 'vendor_profiles.py')
+
+
+def _vendor_profiles():
+    """sandbox/images/vendor_profiles.py, loaded by path (this script runs without the repository on sys.path)."""
+    spec = importlib.util.spec_from_file_location('vendor_profiles', VENDOR_PROFILES)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 STR_MAX = 96
 DRIVER_VERSION_MAX = 80
@@ -410,6 +423,14 @@ def check_file(path, known=None):
         return '%s: line %d column %d: %s' % (path, exc.lineno, exc.colno, exc.msg)
     except ValueError as exc:
         return '%s: %s' % (path, exc)
+    vendors = _vendor_profiles()
+    if vendors.is_vendor_profile(data):
+        # an AMD or Intel profile says what the node's sysfs shows; no fake NVML loads it
+        try:
+            vendors.validate(data)
+        except vendors.VendorProfileError as exc:
+            return '%s: %s' % (path, exc)
+        return None
     try:
         validate(data, known)
     except ProfileError as exc:

@@ -27,8 +27,10 @@ PCI_CLASSES = (0x0300, 0x0302, 0x0380, 0x1200)
 MODULE_PCI_DRIVER = "drivers/pci:amdgpu"
 # KFD, the compute interface ROCm uses: the plugin maps render nodes to KFD nodes through the topology
 # (amdgpu.go GetNodeIdsFromTopology / renderNodeSetFromTopology read <kfd>/topology/nodes/*/properties).
-KFD_PATH = "class/kfd/kfd"
-KFD_TOPOLOGY_NODES = KFD_PATH + "/topology/nodes"
+# Relative to the sysfs root (the readers take the root, so tests give them a tree); KFD_PATH below is the class
+# folder the plugin itself checks.
+SYSFS_KFD = "class/kfd/kfd"
+SYSFS_KFD_TOPOLOGY_NODES = SYSFS_KFD + "/topology/nodes"
 # VRAM size in bytes, an amdgpu attribute of the PCI device (Linux drivers/gpu/drm/amd/amdgpu/amdgpu_vram_mgr.c:
 # mem_info_vram_total), read as /sys/class/drm/cardN/device/mem_info_vram_total.
 VRAM_TOTAL_FILE = "mem_info_vram_total"

@@ -49,7 +49,7 @@ def kfd_properties(path):
 def kfd_nodes(sys_root=_host.SYS_ROOT):
     """The GPU nodes of the KFD topology: ``[{node, gpu_id, name, properties}]`` sorted by node number. CPU nodes
     (``gpu_id`` 0) are left out. None when /sys/class/kfd/kfd/topology/nodes is missing (KFD absent)."""
-    base = os.path.join(sys_root, C.KFD_TOPOLOGY_NODES)
+    base = os.path.join(sys_root, C.SYSFS_KFD_TOPOLOGY_NODES)
     try:
         names = [n for n in os.listdir(base) if n.isdigit()]
     except (IOError, OSError):
@@ -94,7 +94,7 @@ def driver_state(sys_root=_host.SYS_ROOT, proc_modules=_host.PROC_MODULES_PATH):
     whether KFD is there (/sys/class/kfd/kfd), and the PCI addresses bound to amdgpu
     (/sys/module/amdgpu/drivers/pci:amdgpu/<address>, the list the ROCm plugin takes its GPUs from)."""
     state = _host.kernel_module(C.KERNEL_MODULE, sys_root, proc_modules)
-    state["kfd"] = os.path.isdir(os.path.join(sys_root, C.KFD_PATH))
+    state["kfd"] = os.path.isdir(os.path.join(sys_root, C.SYSFS_KFD))
     pci_driver = os.path.join(sys_root, "module", C.KERNEL_MODULE, C.MODULE_PCI_DRIVER)
     try:
         state["bound"] = sorted(n for n in os.listdir(pci_driver) if re.match(r"^[0-9a-fA-F]{4}:", n))
