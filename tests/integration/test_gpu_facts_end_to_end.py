@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+import nvml_profiles
 from ansible_cli import run_module
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -31,7 +32,8 @@ def _load(name):
         return json.load(handle)
 
 
-@pytest.mark.parametrize("name", [n for n in _profiles() if "nvmlInit" not in _load(n).get("errors", {})])
+@pytest.mark.parametrize("name", nvml_profiles.params(
+    [n for n in _profiles() if "nvmlInit" not in _load(n).get("errors", {})], lambda n: os.path.join(PROFILES, n + ".json")))
 def test_every_profile_is_reported_as_written(fake_nvml_dir, name):
     profile = _load(name)
     gpu = gpu_facts({"LD_LIBRARY_PATH": str(fake_nvml_dir), "FAKE_NVML_PROFILE": os.path.join(PROFILES, name + ".json")})

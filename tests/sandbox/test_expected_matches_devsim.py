@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import allocatable, plugin_config
 from sandbox.k8s.devsim.rules import PluginError, advertised_resources, parse_config
 
+import nvml_profiles
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "unit"))
 from sandbox_gpu_profiles import A100, H100, V100, gpu, profile  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -100,7 +102,7 @@ OPTIONS = [
 ]
 
 
-@pytest.mark.parametrize("path", PROFILES, ids=os.path.basename)
+@pytest.mark.parametrize("path", nvml_profiles.params(PROFILES, ids=os.path.basename))
 def test_every_shipped_profile_under_every_option(worker, path):
     with open(path) as handle:
         prof = json.load(handle)

@@ -19,6 +19,8 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import Opt
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import gfd, plugin_config
 from sandbox.k8s.devsim import gfd as sim_gfd
 from sandbox.k8s.devsim.rules import parse_config
+
+import nvml_profiles
 from test_expected_matches_devsim import FactsWorker  # pylint: disable=wrong-import-order
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -71,7 +73,7 @@ def both(facts, prof, params):
     return ours, theirs
 
 
-@pytest.mark.parametrize("path", PROFILES, ids=os.path.basename)
+@pytest.mark.parametrize("path", nvml_profiles.params(PROFILES, ids=os.path.basename))
 def test_every_shipped_profile_under_every_option(worker, path):
     with open(path) as handle:
         prof = json.load(handle)
