@@ -153,8 +153,10 @@ def kubespray_extenders(url_prefix, existing=None, weight=1, http_timeout=None, 
 
 
 def new_config(kubeconfig):
-    """The file this module creates where there is none: the scheduler's kubeconfig (kubeadm's --kubeconfig flag is
-    deprecated in favour of clientConnection.kubeconfig) and the extenders."""
+    """The file this module creates where there is none: the scheduler's kubeconfig, which must be here because
+    kube-scheduler ignores its --kubeconfig flag (kubeadm's) once --config is given (kube-scheduler's flag reference:
+    "This parameter is ignored if a config file is specified in --config"), and the extenders. Leader election stays
+    on (the v1 default), as kubeadm's --leader-elect=true asks."""
     return {"apiVersion": C.SCHEDULER_CONFIG_API_VERSION, "kind": C.SCHEDULER_CONFIG_KIND,
             "clientConnection": {"kubeconfig": kubeconfig}, "extenders": []}
 

@@ -126,6 +126,14 @@ def test_present_writes_config_flag_mount_and_annotation(node):
     assert result["extender"] == extender_entry(URL)
 
 
+def test_a_new_config_takes_the_kubeconfig_the_flag_named(node):
+    # kube-scheduler ignores --kubeconfig once --config is given: the file must carry it
+    with open(node["manifest"], "w") as handle:
+        handle.write(MANIFEST.replace("--kubeconfig=/etc/kubernetes/scheduler.conf", "--kubeconfig=/etc/kubernetes/other.conf"))
+    kubeadm.run(node)
+    assert yaml.safe_load(open(node["config_path"]))["clientConnection"] == {"kubeconfig": "/etc/kubernetes/other.conf"}
+
+
 def test_second_run_changes_nothing(node):
     kubeadm.run(node)
     before = files(node)
