@@ -91,7 +91,7 @@ def validate(data):
             raise VendorProfileError("%s: not an object" % where)
         for key in device:
             if key not in DEVICE_KEYS[vendor]:
-                raise VendorProfileError("%s.%s: unknown key for a %s device" % (where, key, vendor))
+                raise VendorProfileError("%s.%s: unknown key for an %s device" % (where, key, vendor))
         for key in REQUIRED_DEVICE_KEYS:
             if key not in device:
                 raise VendorProfileError("%s.%s: missing" % (where, key))

@@ -208,3 +208,20 @@ def test_gpu_driver_role_fails_a_host_whose_driver_is_not_loaded(nodes, no_drive
     for name in nodes:
         verdict, failed = hosts[name]
         assert failed is None and verdict["status"] == "failed" and len(verdict["problems"]) == 1, hosts
+
+
+@pytest.mark.parametrize("name, driver", [(AMD_NODE, "amdgpu"), (INTEL_NODE, "i915")])
+def test_the_fake_driver_sysfs_lies_over_the_real_one(nodes, name, driver):
+    """The overlays add the driver's entries and keep the node's own (its network devices, the kernel's modules)."""
+    probe = ("import json, os; print(json.dumps({'net': sorted(os.listdir('/sys/class/net')), "
+             "'drm': sorted(os.listdir('/sys/class/drm')), 'modules': len(os.listdir('/sys/module')), "
+             "'driver': os.path.isdir('/sys/module/%s/drivers/pci:%s'), 'kfd': os.path.isdir('/sys/class/kfd/kfd')}))"
+             % (driver, driver))
+    proc = subprocess.run(["docker", "exec", name, "python3", "-c", probe], capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert {"lo", "eth0"} <= set(seen["net"]) and seen["modules"] > 1 and seen["driver"] is True
+    cards = len(_profile(name)["devices"])
+    assert seen["drm"] == sorted(["card%d" % i for i in range(cards)] + ["renderD%d" % (128 + i) for i in range(cards)])
+    assert seen["kfd"] is (driver == "amdgpu")

@@ -85,3 +85,33 @@ def test_bad_min_version_names_the_variable():
 def test_wrong_input_is_refused():
     with pytest.raises(AnsibleFilterError, match="expects the 'gpu' fact"):
         driver_verdict({"count": 1})
+
+
+INTEL_IGPU = {"address": "0000:00:02.0", "vendor": "intel", "vendor_id": "0x8086", "device_id": "0x4680",
+              "subsystem_id": "0x22128086", "class": "0x030000", "driver": "i915"}
+INTEL_OK = {"count": 1, "status": "ok", "modules": {"i915": True, "xe": False},
+            "driver": {"module": "i915", "loaded": True, "version": None},
+            "devices": [{"address": "0000:00:02.0", "device_id": "0x4680", "name": None, "driver": "i915",
+                         "card": "card0", "render": "renderD128", "memory_total_mib": None, "tiles": 1}]}
+NO_AMD = {"count": 0, "status": "no_gpu", "devices": [],
+          "driver": {"module": "amdgpu", "loaded": False, "version": None, "kfd": False}}
+
+
+def test_other_vendors_gpus_on_the_bus_are_not_counted_as_nvidias():
+    """gpu.pci lists every vendor's GPUs: a workstation's Intel iGPU beside its NVIDIA GPU is no 'GPU NVML cannot see'."""
+    gpu = dict(facts(), pci=[dict(PCI_V100, vendor="nvidia", vendor_id="0x10de"), INTEL_IGPU], amd=NO_AMD, intel=INTEL_OK,
+               vendors=["intel", "nvidia"])
+    assert driver_verdict(gpu, min_version="470") == {
+        "status": "ok", "problems": [], "summary": "1 x Tesla V100-PCIE-16GB, driver 510.47.03; 1 x Intel GPU 0x4680, i915"}
+
+
+def test_an_intel_host_whose_driver_is_not_loaded_fails_with_what_to_do():
+    intel = dict(INTEL_OK, status="driver_not_loaded", modules={"i915": False, "xe": False},
+                 driver={"module": "i915", "loaded": False, "version": None},
+                 devices=[dict(INTEL_OK["devices"][0], driver=None, card=None, render=None)])
+    gpu = dict(facts(status="library_not_found", devices=0, pci=0), present=False, pci=[dict(INTEL_IGPU, driver=None)],
+               amd=NO_AMD, intel=intel, vendors=["intel"])
+    verdict = driver_verdict(gpu, require_gpu=True)
+    assert verdict["status"] == "failed" and verdict["summary"] == "1 x Intel GPU 0x4680"
+    assert verdict["problems"][0].startswith("1 Intel GPU(s) on the PCI bus (device id 0x4680) but neither the i915 nor "
+                                             "the xe kernel module is loaded")
