@@ -139,9 +139,9 @@ def problems(observed):
                      "take the host out of the GPU group")
     missing = [p for p in C.REPLACED_BINARIES if not (observed["binaries"].get(p) or {}).get("exists")]
     if missing:
+        verb = "is" if len(missing) == 1 else "are"
         found.append("%s %s missing: install the NVIDIA container toolkit first (the container_toolkit role; NVIDIA's "
-                     "deb links nvidia-container-toolkit to the hook)" % (" and ".join(missing),
-                                                                      "is" if len(missing) == 1 else "are"))
+                     "deb links nvidia-container-toolkit to the hook)" % (" and ".join(missing), verb))
     if observed["leftovers"] and not observed["backed_up"]:
         found.append("nano-gpu-agent has run here already (%s) and no backup of the host's own binaries was taken "
                      "before: reinstall the toolkit's package (apt-get install --reinstall nvidia-container-toolkit, "
@@ -367,9 +367,9 @@ def run(params, host, check_mode=False, want_diff=False, observed=None):
                                       "off them (an upgrade puts NVIDIA's binaries back over nano-gpu's)")
     result["changed"] = bool(result["actions"])
     if want_diff and result["changed"]:
+        held = sorted(set(new_record["held"]) | set(to_hold))
         result["diff"] = {"before": json.dumps(record, indent=2, sort_keys=True) + "\n" if record else "",
-                          "after": "backup of %s\nheld: %s\n" % (json.dumps(_summary(observed["binaries"]), indent=2),
-                                                                  sorted(set(new_record["held"]) | set(to_hold)))}
+                          "after": "backup of %s\nheld: %s\n" % (json.dumps(_summary(observed["binaries"]), indent=2), held)}
     if check_mode or not result["changed"]:
         return result
     if record is None:

@@ -208,8 +208,8 @@ def test_a_refused_node_gets_nothing_written(bins):
 
 def test_holds_on_apt_are_recorded_and_released(bins):
     host = FakeHost()
-    apt = dict(apt_mark="/usr/bin/apt-mark", packages={"nvidia-container-toolkit": "1.17.8-1", "libnvidia-container1": "1.17.8-1",
-                                                         "nvidia-container-toolkit-base": None}, held=["libnvidia-container1"])
+    packages = {"nvidia-container-toolkit": "1.17.8-1", "libnvidia-container1": "1.17.8-1", "nvidia-container-toolkit-base": None}
+    apt = dict(apt_mark="/usr/bin/apt-mark", packages=packages, held=["libnvidia-container1"])
     result = H.run(params(bins), host, observed=node_now(bins, **apt))
     assert "hold nvidia-container-toolkit (apt-mark)" in result["actions"]
     assert host.calls == [["/usr/bin/apt-mark", "hold", "nvidia-container-toolkit"]]
