@@ -35,12 +35,15 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils import _files, _ho
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, KubegpuError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu import constants as C
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import facts as runtime_facts
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import common as _toml_common
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.common import toml_data
 
 RECORD_VERSION = 1
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 _ENDPOINT_FLAG = re.compile(r"--container-runtime-endpoint[= ]['\"]?([^'\"\s]+)")
 _RUNTIME_FLAG = re.compile(r"--container-runtime[= ]['\"]?([A-Za-z0-9_-]+)")
+_HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
+_MODE = re.compile(r"^\s*mode\s*=\s*[\"']([^\"']*)[\"']\s*(#.*)?$")
 _ENDPOINT_KEY = re.compile(r"^containerRuntimeEndpoint:\s*['\"]?([^'\"\s#]+)", re.M)
 
 
@@ -52,8 +55,27 @@ def version_tuple(text):
     return tuple(int(p or 0) for p in match.groups()) if match else None
 
 
+def _scan_mode(text):
+    """The ``mode`` of the ``[nvidia-container-runtime]`` table read line by line, where Python has no TOML reader
+    (no tomllib before 3.11, no tomlkit): the toolkit writes that key as a plain ``mode = "..."`` line."""
+    table, mode = None, C.AUTO_MODE
+    for line in text.splitlines():
+        header = _HEADER.match(line)
+        if header:
+            table = header.group(1).strip().strip('"')
+            continue
+        found = _MODE.match(line)
+        if found and table == C.MODE_KEY[0]:
+            mode = found.group(1)
+    return mode
+
+
 def toolkit_mode(text, path=C.TOOLKIT_CONFIG):
     """The toolkit's ``[nvidia-container-runtime] mode`` from its config.toml text (``auto`` when unset or no file)."""
+    if not (text or "").strip():
+        return C.AUTO_MODE
+    if _toml_common.tomlkit is None and _toml_common._tomllib is None:  # pylint: disable=protected-access
+        return _scan_mode(text)
     data = toml_data(text or "", path)
     section = data.get(C.MODE_KEY[0])
     if section is not None and not isinstance(section, dict):

@@ -86,6 +86,16 @@ def test_toolkit_mode_from_config_toml():
         H.toolkit_mode('[nvidia-container-runtime]\nmode = 1\n')
 
 
+def test_toolkit_mode_without_a_toml_reader(monkeypatch):
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import common
+    monkeypatch.setattr(common, "tomlkit", None)
+    monkeypatch.setattr(common, "_tomllib", None)
+    text = ('disable-require = false\n[nvidia-container-cli]\nmode = "x"\n[nvidia-container-runtime]\n'
+            '#mode = "cdi"\nmode = "legacy"  # for nano-gpu\n[nvidia-container-runtime.modes.cdi]\n')
+    assert H.toolkit_mode(text) == "legacy"
+    assert H.toolkit_mode("[nvidia-container-runtime]\ndebug = 1\n") == "auto"
+
+
 @pytest.mark.parametrize("texts, expected", [
     ({"/var/lib/kubelet/kubeadm-flags.env":
       'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///var/run/cri-dockerd.sock --pod-infra-container-image=x"\n'},
