@@ -21,7 +21,15 @@ PROFILES = os.path.join(ROOT, "sandbox", "profiles")
 
 
 def _profiles():
-    return sorted(name[:-5] for name in os.listdir(PROFILES) if name.endswith(".json"))
+    """The fake NVML's profiles: NVIDIA's node labels come from NVML facts, and a profile with a ``vendor`` (AMD,
+    Intel: sysfs only) has none."""
+    names = []
+    for name in os.listdir(PROFILES):
+        if name.endswith(".json"):
+            with open(os.path.join(PROFILES, name)) as handle:
+                if "vendor" not in json.load(handle):
+                    names.append(name[:-5])
+    return sorted(names)
 
 
 def facts_from_profile(name):
