@@ -4,9 +4,12 @@ in a temporary directory (no kube-scheduler runs here, so wait is off): check mo
 run writes both files, the second run is unchanged, absent gives the originals back, and the argument spec refuses
 state=present without url_prefix."""
 
+import json
 import os
+import sys
 
-from ansible_cli import run_module
+from ansible_cli import run_module, run_playbook
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu.scheduler import extender_entry
 
 URL = "http://10.96.0.50:39999/scheduler"
 MANIFEST = """apiVersion: v1
@@ -52,3 +55,42 @@ def test_check_run_rerun_and_absent(tmp_path):
 def test_present_needs_the_url(tmp_path):
     code, result = run_module("kubegpu.cluster.scheduler_extender", {"manifest": str(tmp_path / "m.yaml"), "wait": False})
     assert code == 2 and "state is present but all of the following are missing: url_prefix" in result["msg"], result
+
+
+# --- The role's scheduler part on a Kubespray control plane: it changes nothing on the node, it checks the inventory
+PLAY = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: kubegpu.cluster.nano_gpu
+        tasks_from: scheduler
+"""
+
+
+def run_scheduler_part(tmp_path, **extra):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAY)
+    extra = dict({"nano_gpu_scheduler_method": "kubespray", "nano_gpu_extender_url": URL,
+                  "ansible_python_interpreter": sys.executable}, **extra)
+    code, tasks = run_playbook(playbook, extra)
+    (result,) = [r for name, r in tasks if name.startswith("On a Kubespray control plane")]
+    return code, result
+
+
+def test_kubespray_without_the_entry_fails_with_the_value_to_set(tmp_path):
+    other = {"urlPrefix": "http://127.0.0.1:9001/tas", "filterVerb": "filter", "weight": 2}
+    code, result = run_scheduler_part(tmp_path, kube_scheduler_extenders=[other])
+    assert code == 2 and result.get("failed"), result
+    wanted = json.dumps([other, extender_entry(URL)])
+    assert "Set in the Kubespray inventory (group_vars/k8s_cluster) kube_scheduler_extenders: %s" % wanted in result["msg"]
+
+
+def test_kubespray_with_the_entry_passes_and_absent_wants_it_gone(tmp_path):
+    value = [extender_entry(URL)]
+    code, result = run_scheduler_part(tmp_path, kube_scheduler_extenders=value)
+    assert code == 0 and "carries nano-gpu's entry as asked" in result["msg"], result
+    code, result = run_scheduler_part(tmp_path, kube_scheduler_extenders=value, nano_gpu_state="absent")
+    assert code == 2 and "Take the item that manages nano-gpu/gpu-percent out" in result["msg"], result
+    code, result = run_scheduler_part(tmp_path, kube_scheduler_extenders=[], nano_gpu_state="absent")
+    assert code == 0 and "has no nano-gpu entry" in result["msg"], result

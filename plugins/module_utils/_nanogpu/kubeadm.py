@@ -37,9 +37,9 @@ import ssl
 import time
 
 try:
-    from urllib.request import urlopen
+    from urllib.request import HTTPSHandler, ProxyHandler, build_opener
 except ImportError:  # Python 2, never the managed hosts of this collection
-    urlopen = None
+    HTTPSHandler = ProxyHandler = build_opener = None
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _files
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, KubegpuError, OptionError
@@ -412,12 +412,13 @@ def scheduler_pids(proc="/proc"):
 
 def healthz(url, timeout=2):
     """Whether ``url`` answers ``ok`` (kube-scheduler's serving certificate is self-signed: loopback only, not
-    verified)."""
+    verified, and never through a proxy the environment names)."""
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
+    opener = build_opener(ProxyHandler({}), HTTPSHandler(context=context))
     try:
-        with urlopen(url, timeout=timeout, context=context) as response:  # nosec - loopback, fixed path
+        with opener.open(url, timeout=timeout) as response:  # nosec - loopback, fixed path
             return response.status == 200 and response.read().strip() == b"ok"
     except Exception:  # pylint: disable=broad-except  # any failure is "not healthy yet"
         return False

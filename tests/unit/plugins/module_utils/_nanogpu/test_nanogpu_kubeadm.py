@@ -319,3 +319,39 @@ def test_the_filter_is_the_same_function():
     from ansible_collections.kubegpu.cluster.plugins.filter.nano_gpu_kubespray_extenders import FilterModule
     rendered = FilterModule().filters()["nano_gpu_kubespray_extenders"](URL)
     assert json.dumps(rendered) == json.dumps(kubeadm.kubespray_extenders(URL))
+
+
+def test_healthz_answers_only_ok():
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            status, body = (200, b"ok") if self.path == "/healthz" else (500, b"[-]poststarthook failed")
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = "http://127.0.0.1:%d" % server.server_address[1]
+        assert kubeadm.healthz(base + "/healthz") is True
+        assert kubeadm.healthz(base + "/readyz") is False
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert kubeadm.healthz("http://127.0.0.1:%d/healthz" % server.server_address[1], timeout=1) is False
+
+
+def test_scheduler_pids_reads_the_command_lines(tmp_path):
+    for pid, argv in ((10, [b"/usr/local/bin/kube-scheduler", b"--config=/etc/kubernetes/x.yaml"]), (11, [b"kubelet"]),
+                      (12, [b"kube-scheduler-extender"])):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "cmdline").write_bytes(b"\0".join(argv) + b"\0")
+    (tmp_path / "self").mkdir()
+    assert kubeadm.scheduler_pids(str(tmp_path)) == {10: ["/usr/local/bin/kube-scheduler", "--config=/etc/kubernetes/x.yaml"]}
