@@ -20,11 +20,14 @@ from pathlib import Path
 import pytest
 from setup_steps import missing_setup
 
+import nvml_profiles
+
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES_DIR = ROOT / 'sandbox' / 'profiles'
 PROBE_DIR = ROOT / 'sandbox' / 'nvlibprobe'
 README = ROOT / 'sandbox' / 'fakenvml' / 'README.md'
 PROFILE_NAMES = sorted(path.stem for path in PROFILES_DIR.glob('*.json'))
+NVML_PROFILE_PARAMS = nvml_profiles.params(PROFILE_NAMES, lambda name: PROFILES_DIR / ('%s.json' % name))
 MIB = 1024 * 1024
 
 # go-nvlib pkg/nvlib/device/device.go: GetArchitectureAsString, GetBrandAsString
@@ -215,7 +218,7 @@ def without_profile_ids(report):
 
 # --------------------------------------------------------------------------- every shipped profile
 
-@pytest.mark.parametrize('name', PROFILE_NAMES)
+@pytest.mark.parametrize('name', NVML_PROFILE_PARAMS)
 def test_go_nvlib_sees_each_profile_as_written(probe, name):
     seen = without_profile_ids(probe.report(PROFILES_DIR / ('%s.json' % name)))
     assert seen == expected_report(load(name))
@@ -437,7 +440,7 @@ CDI_FAILURES = {'failure-device-lost': 'GPU is lost', 'failure-driver-not-loaded
                 'failure-no-permission': 'Insufficient Permissions'}
 
 
-@pytest.mark.parametrize('name', PROFILE_NAMES)
+@pytest.mark.parametrize('name', NVML_PROFILE_PARAMS)
 def test_nvidia_ctk_generates_cdi_specs_from_the_fake(cdi_generate, name):
     """NVIDIA's CDI generator, a real NVIDIA program, walks the fake and the mig-minors file: its device names and
     device nodes are the profile's, the MIG ones those of mig_minors.device_paths."""
@@ -464,7 +467,7 @@ def gpu_facts_of(fake_nvml_dir, path):
     return json.loads(proc.stdout)
 
 
-@pytest.mark.parametrize('name', PROFILE_NAMES)
+@pytest.mark.parametrize('name', NVML_PROFILE_PARAMS)
 def test_gpu_facts_names_and_fails_as_go_nvlib_does(probe, fake_nvml_dir, name):
     """What the device plugin decides on, gpu_facts must read the same: each MIG device's profile name (go-nvlib's
     GetProfile: +me, 1c.2g.20gb), its GPU/compute instance profile ids, each GPU's minor number, and which GPUs NVML
