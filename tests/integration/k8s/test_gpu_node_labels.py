@@ -68,7 +68,7 @@ def fleet_facts(fake_nvml_dir, tmp_path_factory):
     lines = ["[fleet]"]
     for entry in FLEET:
         env = {}
-        if entry.get("profile"):
+        if entry.get("profile") and entry.get("variant") == "gpu":  # amd/intel profiles are sysfs only, not NVML's
             env = {"LD_LIBRARY_PATH": str(fake_nvml_dir),
                    "FAKE_NVML_PROFILE": os.path.join(PROFILES, entry["profile"] + ".json")}
         lines.append("%s nvml_env='%s'" % (entry["name"], json.dumps(env)))

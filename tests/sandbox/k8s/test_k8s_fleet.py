@@ -11,7 +11,8 @@ from sandbox.k8s import nodes, paths
 from k8s_helpers import gpu_resources, plugin_nodes, wait_for
 
 FLEET = nodes.load_fleet()
-GPU_PROFILES = sorted({n["profile"] for n in FLEET if n.get("profile")})
+# the fake NVML's profiles (variant gpu); amd/intel nodes' profiles are sysfs only, NVIDIA's plugin has nothing there
+GPU_PROFILES = sorted({n["profile"] for n in FLEET if n.get("profile") and n.get("variant") == "gpu"})
 # Shipped failure-mode profiles of the fake NVML and what the real plugin does with them.
 FAILURES = {
     "failure-device-lost": "GPU_IS_LOST",
