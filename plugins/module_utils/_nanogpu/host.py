@@ -311,6 +311,18 @@ def take_backup(binaries, state_dir=C.HOST_STATE_DIR):
     return out
 
 
+def check_backup(record, state_dir=C.HOST_STATE_DIR):
+    """Refuse a backup that could not be put back: a copy missing or not what the record says."""
+    for path, entry in sorted(record["binaries"].items()):
+        if entry.get("kind") != "file":
+            continue
+        backup = entry.get("backup") or ""
+        if not os.path.isfile(backup) or sha256_of(backup) != entry.get("sha256"):
+            raise FileError("the backup of %s is missing or not the file recorded in %s, so the host's own binary could "
+                            "not be given back: reinstall the toolkit's package, remove %s, and run again"
+                            % (path, record_path(state_dir), state_dir), path=backup or state_dir)
+
+
 def write_record(record, state_dir=C.HOST_STATE_DIR):
     _files.make_dirs(state_dir)
     staged = _files.Staged(record_path(state_dir), json.dumps(record, indent=2, sort_keys=True) + "\n")
@@ -375,6 +387,8 @@ def run(params, host, check_mode=False, want_diff=False, observed=None):
         raise KubegpuError("nano-gpu cannot work on %s: %s" % (observed["hostname"], "; ".join(
             "(%d) %s" % (i + 1, p) for i, p in enumerate(found))), problems=found, checks=result["checks"])
     result["warnings"] = warnings_for(observed)
+    if record is not None:
+        check_backup(record, state_dir)
     new_record = dict(record or {"version": RECORD_VERSION, "by": "kubegpu.cluster.nano_gpu_host", "held": []})
     if record is None:
         result["actions"].append("back up %s into %s" % (" and ".join(C.REPLACED_BINARIES), state_dir))

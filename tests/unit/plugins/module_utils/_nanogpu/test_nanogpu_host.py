@@ -237,4 +237,7 @@ def test_a_backup_that_does_not_match_its_record_is_not_put_back(bins):
         handle.write(b"tampered")
     with pytest.raises(FileError, match="the backup does not match its record"):
         H.run(params(bins, state="absent"), FakeHost(), observed=node_now(bins))
+    # and a rerun of the bring-up says so before the way back is needed
+    with pytest.raises(FileError, match="the backup of %s is missing or not the file recorded" % bins["hook"]):
+        H.run(params(bins), FakeHost(), observed=node_now(bins))
     shutil.rmtree(bins["state_dir"])
