@@ -380,21 +380,83 @@ ansible_facts:
               elements: dict
               returned: always
               contains:
-                address: {description: PCI address., type: str, returned: always, sample: "0000:43:00.0"}
-                device_id: {description: PCI device id., type: str, returned: always, sample: "0x740f"}
-                subsystem_id: {description: PCI subsystem device and vendor id., type: str, returned: always, sample: "0x0c341002"}
-                name: {description: Product name from the device id (C(null) for an id the collection does not know)., type: str, returned: always, sample: AMD Instinct MI210}
-                driver: {description: Kernel driver bound to it., type: str, returned: always, sample: amdgpu}
-                memory_total_mib: {description: VRAM in MiB (amdgpu's C(mem_info_vram_total)); C(null) when sysfs lacks it., type: int, returned: always, sample: 65520}
-                card: {description: Its DRM primary node in C(/sys/class/drm) (C(/dev/dri/card0))., type: str, returned: always, sample: card0}
-                render: {description: Its DRM render node (C(/dev/dri/renderD128))., type: str, returned: always, sample: renderD128}
-                kfd_node: {description: Its node in the KFD topology (C(/sys/class/kfd/kfd/topology/nodes/<n>)), matched by render minor; C(null) without one., type: int, returned: always, sample: 1}
-                gpu_id: {description: KFD's gpu_id of the node., type: int, returned: always, sample: 53012}
-                gfx_target_version: {description: KFD's C(gfx_target_version)., type: int, returned: always, sample: 90010}
-                gfx_target: {description: The LLVM target it gives (what ROCm builds for)., type: str, returned: always, sample: gfx90a}
-                simd_count: {description: SIMDs (KFD C(simd_count))., type: int, returned: always, sample: 416}
-                cu_count: {description: Compute units (C(simd_count) / C(simd_per_cu))., type: int, returned: always, sample: 104}
-                num_xcc: {description: Accelerator complex dies (KFD C(num_xcc))., type: int, returned: always, sample: 1}
+                address:
+                  description: PCI address.
+                  type: str
+                  returned: always
+                  sample: "0000:43:00.0"
+                device_id:
+                  description: PCI device id.
+                  type: str
+                  returned: always
+                  sample: "0x740f"
+                subsystem_id:
+                  description: PCI subsystem device and vendor id.
+                  type: str
+                  returned: always
+                  sample: "0x0c341002"
+                name:
+                  description: Product name from the device id (C(null) for an id the collection does not know).
+                  type: str
+                  returned: always
+                  sample: AMD Instinct MI210
+                driver:
+                  description: Kernel driver bound to it.
+                  type: str
+                  returned: always
+                  sample: amdgpu
+                memory_total_mib:
+                  description: VRAM in MiB (amdgpu's C(mem_info_vram_total)); C(null) when sysfs lacks it.
+                  type: int
+                  returned: always
+                  sample: 65520
+                card:
+                  description: Its DRM primary node in C(/sys/class/drm) (C(/dev/dri/card0)).
+                  type: str
+                  returned: always
+                  sample: card0
+                render:
+                  description: Its DRM render node (C(/dev/dri/renderD128)).
+                  type: str
+                  returned: always
+                  sample: renderD128
+                kfd_node:
+                  description:
+                    - Its node in the KFD topology (C(/sys/class/kfd/kfd/topology/nodes/<n>)), matched by render
+                      minor; C(null) without one.
+                  type: int
+                  returned: always
+                  sample: 1
+                gpu_id:
+                  description: KFD's gpu_id of the node.
+                  type: int
+                  returned: always
+                  sample: 53012
+                gfx_target_version:
+                  description: KFD's C(gfx_target_version).
+                  type: int
+                  returned: always
+                  sample: 90010
+                gfx_target:
+                  description: The LLVM target it gives (what ROCm builds for).
+                  type: str
+                  returned: always
+                  sample: gfx90a
+                simd_count:
+                  description: SIMDs (KFD C(simd_count)).
+                  type: int
+                  returned: always
+                  sample: 416
+                cu_count:
+                  description: Compute units (C(simd_count) / C(simd_per_cu)).
+                  type: int
+                  returned: always
+                  sample: 104
+                num_xcc:
+                  description: Accelerator complex dies (KFD C(num_xcc)).
+                  type: int
+                  returned: always
+                  sample: 1
         intel:
           description: The Intel GPUs as the i915 and xe drivers show them in sysfs (no Intel library needed); count 0 without one.
           type: dict
@@ -430,15 +492,53 @@ ansible_facts:
               elements: dict
               returned: always
               contains:
-                address: {description: PCI address., type: str, returned: always, sample: "0000:4d:00.0"}
-                device_id: {description: PCI device id., type: str, returned: always, sample: "0x56c0"}
-                subsystem_id: {description: PCI subsystem device and vendor id., type: str, returned: always, sample: "0x40908086"}
-                name: {description: Product name from the device id (C(null) for an id the collection does not know)., type: str, returned: always, sample: Intel Data Center GPU Flex 170}
-                driver: {description: Kernel driver bound to it (V(i915), V(xe), another, or C(null))., type: str, returned: always, sample: i915}
-                memory_total_mib: {description: Local memory in MiB (xe's per-tile C(physical_vram_size_bytes), or i915's C(lmem_total_bytes) times the tiles); C(null) where sysfs has neither (integrated GPUs, mainline i915)., type: int, returned: always, sample: 16384}
-                tiles: {description: Tiles (i915 C(gt/gt*), xe C(device/tile*)); C(null) without a DRM card., type: int, returned: always, sample: 1}
-                card: {description: Its DRM primary node., type: str, returned: always, sample: card0}
-                render: {description: Its DRM render node., type: str, returned: always, sample: renderD128}
+                address:
+                  description: PCI address.
+                  type: str
+                  returned: always
+                  sample: "0000:4d:00.0"
+                device_id:
+                  description: PCI device id.
+                  type: str
+                  returned: always
+                  sample: "0x56c0"
+                subsystem_id:
+                  description: PCI subsystem device and vendor id.
+                  type: str
+                  returned: always
+                  sample: "0x40908086"
+                name:
+                  description: Product name from the device id (C(null) for an id the collection does not know).
+                  type: str
+                  returned: always
+                  sample: Intel Data Center GPU Flex 170
+                driver:
+                  description: Kernel driver bound to it (V(i915), V(xe), another, or C(null)).
+                  type: str
+                  returned: always
+                  sample: i915
+                memory_total_mib:
+                  description:
+                    - Local memory in MiB (xe's per-tile C(physical_vram_size_bytes), or i915's C(lmem_total_bytes)
+                      times the tiles); C(null) where sysfs has neither (integrated GPUs, mainline i915).
+                  type: int
+                  returned: always
+                  sample: 16384
+                tiles:
+                  description: Tiles (i915 C(gt/gt*), xe C(device/tile*)); C(null) without a DRM card.
+                  type: int
+                  returned: always
+                  sample: 1
+                card:
+                  description: Its DRM primary node.
+                  type: str
+                  returned: always
+                  sample: card0
+                render:
+                  description: Its DRM render node.
+                  type: str
+                  returned: always
+                  sample: renderD128
         kernel_modules:
           description: Whether the C(nvidia) and C(nouveau) kernel modules are loaded (C(null) when unknown).
           type: dict
