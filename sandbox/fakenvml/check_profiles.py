@@ -31,6 +31,7 @@ def _vendor_profiles():
     spec.loader.exec_module(module)
     return module
 
+
 STR_MAX = 96
 DRIVER_VERSION_MAX = 80
 SERIAL_MAX = 30
