@@ -5,6 +5,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import shutil
+
 import pytest
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _gpus
@@ -119,7 +121,6 @@ def test_gpu_held_by_vfio_is_not_bound(host):
 
 
 def test_no_kfd(host):
-    import shutil  # pylint: disable=import-outside-toplevel
     shutil.rmtree(host.root + "/class/kfd")
     got = fact(host)
     assert (got["status"], got["driver"]["kfd"]) == ("no_kfd", False)
@@ -137,7 +138,6 @@ def test_module_loaded_per_proc_modules_counts_too(sysfs, tmp_path):
 
 
 def test_unknown_module_state_is_judged_by_the_binding(sysfs):
-    import shutil  # pylint: disable=import-outside-toplevel
     sysfs.pci("0000:43:00.0", *MI210, driver="amdgpu")
     shutil.rmtree(sysfs.root + "/module")
     got = fact(sysfs)
