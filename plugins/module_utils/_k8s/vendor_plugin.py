@@ -157,20 +157,26 @@ def advertising(nodes, prefix):
     return out
 
 
-def wait_resources_gone(client, vendor, timeout):
-    """Watch the nodes (bounded) until none advertises the vendor's resources; returns the nodes that did."""
-    nodes = dict((n["metadata"]["name"], n) for n in client.list("v1", "Node"))
-    gone = advertising(nodes, vendor.prefix)
-    if not gone:
+def advertising_nodes(client, vendor):
+    """``{node: {resource: 0}}`` of the nodes that advertise the vendor's resources now (one LIST)."""
+    return advertising(dict((n["metadata"]["name"], n) for n in client.list("v1", "Node")), vendor.prefix)
+
+
+def wait_resources_gone(client, vendor, timeout, nodes):
+    """Watch the nodes (bounded) until none of ``nodes`` advertises the vendor's resources; returns their names."""
+    if not nodes:
         return []
+
+    def still(found):
+        return sorted(name for name in advertising(found, vendor.prefix) if name in nodes)
+
     try:
-        client.wait("v1", "Node", lambda found: not advertising(found, vendor.prefix), timeout)
+        client.wait("v1", "Node", lambda found: not still(found), timeout)
     except WaitTimeout as exc:
-        still = advertising(exc.last or {}, vendor.prefix)
         raise K8sError("timed out after %ss waiting for the %s resources to go from %s: the kubelet still advertises "
                        "them (a plugin of another deployment running there?)"
-                       % (timeout, vendor.prefix, ", ".join(sorted(still))))
-    return sorted(gone)
+                       % (timeout, vendor.prefix, ", ".join(still(exc.last or {}))))
+    return sorted(nodes)
 
 
 def run(params, vendor, check_mode=False, want_diff=False, client=None, client_factory=None):
@@ -202,12 +208,14 @@ def run(params, vendor, check_mode=False, want_diff=False, client=None, client_f
             result["resources"] = objects.wait_allocatable(expected, deadline, vendor.prefix, timeout,
                                                            vendor.component, vendor.hint)
     else:
+        waiting = params.get("wait", True) and not check_mode
+        before = advertising_nodes(client, vendor) if waiting else {}
         objects.absent(wait=params.get("wait", True), timeout=timeout)
         if vendor.after_absent:
             result.update(vendor.after_absent(client, objects, check_mode))
         labels = unlabel_nodes(vendor, client, check_mode=check_mode, want_diff=want_diff)
-        if params.get("wait", True) and not check_mode and objects.changed:
-            result["resources_gone"] = wait_resources_gone(client, vendor, timeout)
+        if waiting and objects.changed:
+            result["resources_gone"] = wait_resources_gone(client, vendor, timeout, before)
     result["objects"] = objects.objects
     result["labels"] = dict((k, v) for k, v in labels.items() if k not in ("diff", "warnings"))
     extra_changed = bool(result.get("labeller_labels_removed"))
