@@ -25,6 +25,9 @@ description:
     would advertise nothing (no amdgpu, no C(/sys/class/kfd)) or exit (GPUs in different partition modes with the
     single strategy) fails the module naming the host instead of waiting out O(wait_timeout).
   - Objects are written with server-side apply (field manager C(kubegpu.cluster), conflicts forced).
+  - O(state=absent) also removes the labels the node labeller wrote (every C(amd.com/*) and C(beta.amd.com/*) node
+    label, which the labeller takes as its own) once it deleted the labeller in that run; the labeller never removes
+    them itself.
 author:
   - kubegpu.cluster contributors (@kubegpu)
 options:
@@ -44,11 +47,6 @@ options:
   labeller_image:
     description: The labeller image. Defaults to C(docker.io/rocm/k8s-device-plugin:labeller-<version>).
     type: str
-  image_pull_secrets:
-    description: Names of Secrets in O(namespace) to pull the images with.
-    type: list
-    elements: str
-    default: []
   resource_naming_strategy:
     description:
       - The plugin's C(-resource_naming_strategy). V(single) advertises every GPU as C(amd.com/gpu) (the plugin exits
@@ -76,52 +74,9 @@ options:
     description: The pods' tolerations. Defaults to C(CriticalAddonsOnly) Exists and C(amd.com/gpu) Exists NoSchedule.
     type: list
     elements: dict
-  priority_class:
-    description: The pods' priorityClassName; an empty string for none.
-    type: str
-    default: system-node-critical
-  facts:
-    description:
-      - Inventory host to its C(gpu) fact, as M(kubegpu.cluster.gpu_facts) returns it, for all GPU hosts. The hosts
-        whose C(gpu.amd.count) is above 0 are labelled and waited for; the others lose the module's labels if they
-        had them.
-    type: dict
-    default: {}
-  node_names:
-    description: Inventory host to its Kubernetes node name, for hosts whose names differ.
-    type: dict
-    default: {}
-  label_facts:
-    description:
-      - Inventory host to its C(gpu) fact, the hosts to label (or unlabel) when they are not those of O(facts); by
-        default the module labels from O(facts).
-    type: dict
-  missing_nodes:
-    description:
-      - What to do about hosts whose nodes are not in the cluster. V(fail) fails before any node is changed, naming
-        them all. V(skip) warns, and neither labels them nor waits for them.
-    type: str
-    choices: [fail, skip]
-    default: fail
-  state:
-    description:
-      - V(present) labels the nodes, applies the objects (and removes those of an earlier run no longer needed).
-      - V(absent) deletes exactly what the module created (found by label C(app.kubernetes.io/managed-by=kubegpu.cluster)),
-        waits for the pods and the C(amd.com/*) resources to go, removes the labels the node labeller wrote (when its
-        DaemonSet is deleted in that run) and every label of the field manager C(kubegpu.cluster/labels-amd).
-    type: str
-    choices: [present, absent]
-    default: present
-  wait:
-    description: Wait (with watches) for the rollout and the resources, or with O(state=absent) for them to go.
-    type: bool
-    default: true
-  wait_timeout:
-    description: How long to wait in all, in seconds.
-    type: int
-    default: 300
 extends_documentation_fragment:
   - kubegpu.cluster.k8s_auth
+  - kubegpu.cluster.vendor_device_plugin
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -213,7 +168,7 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
-from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.vendor_args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
 from ansible_collections.kubegpu.cluster.plugins.module_utils._amd import constants as amd
 from ansible_collections.kubegpu.cluster.plugins.module_utils._amd.deployment import run
@@ -226,7 +181,6 @@ def main():
             version=dict(type="str", default=amd.DEVICE_PLUGIN_VERSION),
             image=dict(type="str"),
             labeller_image=dict(type="str"),
-            image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),  # names, not secrets
             resource_naming_strategy=dict(type="str", default=amd.DEFAULT_RESOURCE_NAMING_STRATEGY,
                                           choices=list(amd.RESOURCE_NAMING_STRATEGIES)),
             labeller=dict(type="bool", default=True),
@@ -234,14 +188,6 @@ def main():
                                 choices=list(amd.LABELLER_FLAGS)),
             node_selector=dict(type="dict", default=dict(amd.DEFAULT_NODE_SELECTOR)),
             tolerations=dict(type="list", elements="dict"),
-            priority_class=dict(type="str", default=amd.DEFAULT_PRIORITY_CLASS),
-            facts=dict(type="dict", default={}),
-            node_names=dict(type="dict", default={}),
-            label_facts=dict(type="dict"),
-            missing_nodes=dict(type="str", default="fail", choices=["fail", "skip"]),
-            state=dict(type="str", default="present", choices=["present", "absent"]),
-            wait=dict(type="bool", default=True),
-            wait_timeout=dict(type="int", default=amd.DEFAULT_WAIT_TIMEOUT),
         ),
         supports_check_mode=True,
     )

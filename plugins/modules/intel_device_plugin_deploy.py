@@ -41,11 +41,6 @@ options:
   image:
     description: The plugin image, for a private registry or mirror. Defaults to C(intel/intel-gpu-plugin:<version>).
     type: str
-  image_pull_secrets:
-    description: Names of Secrets in O(namespace) to pull the image with.
-    type: list
-    elements: str
-    default: []
   shared_dev_num:
     description: The plugin's C(-shared-dev-num), how many containers may share one card (each card is advertised that
       many times).
@@ -75,52 +70,9 @@ options:
     description: The pod's tolerations. Defaults to C(CriticalAddonsOnly) Exists.
     type: list
     elements: dict
-  priority_class:
-    description: The pod's priorityClassName; an empty string for none.
-    type: str
-    default: system-node-critical
-  facts:
-    description:
-      - Inventory host to its C(gpu) fact, as M(kubegpu.cluster.gpu_facts) returns it, for all GPU hosts. The hosts
-        whose C(gpu.intel.count) is above 0 are labelled and waited for; the others lose the module's labels if they
-        had them.
-    type: dict
-    default: {}
-  node_names:
-    description: Inventory host to its Kubernetes node name, for hosts whose names differ.
-    type: dict
-    default: {}
-  label_facts:
-    description:
-      - Inventory host to its C(gpu) fact, the hosts to label (or unlabel) when they are not those of O(facts); by
-        default the module labels from O(facts).
-    type: dict
-  missing_nodes:
-    description:
-      - What to do about hosts whose nodes are not in the cluster. V(fail) fails before any node is changed, naming
-        them all. V(skip) warns, and neither labels them nor waits for them.
-    type: str
-    choices: [fail, skip]
-    default: fail
-  state:
-    description:
-      - V(present) labels the nodes, applies the objects (and removes those of an earlier run no longer needed).
-      - V(absent) deletes exactly what the module created (found by label C(app.kubernetes.io/managed-by=kubegpu.cluster)),
-        waits for the pod and the C(gpu.intel.com/*) resources to go, and removes every label of the field manager
-        C(kubegpu.cluster/labels-intel).
-    type: str
-    choices: [present, absent]
-    default: present
-  wait:
-    description: Wait (with watches) for the rollout and the resources, or with O(state=absent) for them to go.
-    type: bool
-    default: true
-  wait_timeout:
-    description: How long to wait in all, in seconds.
-    type: int
-    default: 300
 extends_documentation_fragment:
   - kubegpu.cluster.k8s_auth
+  - kubegpu.cluster.vendor_device_plugin
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -203,7 +155,7 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
-from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.vendor_args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
 from ansible_collections.kubegpu.cluster.plugins.module_utils._intel import constants as intel
 from ansible_collections.kubegpu.cluster.plugins.module_utils._intel.deployment import run
@@ -215,7 +167,6 @@ def main():
             namespace=dict(type="str", default=intel.DEVICE_PLUGIN_NAMESPACE),
             version=dict(type="str", default=intel.DEVICE_PLUGIN_VERSION),
             image=dict(type="str"),
-            image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),  # names, not secrets
             shared_dev_num=dict(type="int", default=intel.DEFAULT_SHARED_DEV_NUM),
             allocation_policy=dict(type="str", default=intel.DEFAULT_ALLOCATION_POLICY,
                                    choices=list(intel.ALLOCATION_POLICIES)),
@@ -223,14 +174,6 @@ def main():
             nfd_rule=dict(type="bool", default=False),
             node_selector=dict(type="dict", default=dict(intel.DEFAULT_NODE_SELECTOR)),
             tolerations=dict(type="list", elements="dict"),
-            priority_class=dict(type="str", default=intel.DEFAULT_PRIORITY_CLASS),
-            facts=dict(type="dict", default={}),
-            node_names=dict(type="dict", default={}),
-            label_facts=dict(type="dict"),
-            missing_nodes=dict(type="str", default="fail", choices=["fail", "skip"]),
-            state=dict(type="str", default="present", choices=["present", "absent"]),
-            wait=dict(type="bool", default=True),
-            wait_timeout=dict(type="int", default=intel.DEFAULT_WAIT_TIMEOUT),
         ),
         supports_check_mode=True,
     )

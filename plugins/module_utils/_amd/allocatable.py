@@ -68,7 +68,7 @@ def expected(host, amd, strategy):
         raise OptionError("facts", "host %s: gpu.amd.status is %s, so the ROCm device plugin would advertise nothing "
                                    "there; fix the host first (see kubegpu.cluster.gpu_facts)" % (host, status))
     if not devices:
-        devices = [{} for _ in range(int(amd.get("count") or 0))]
+        devices = [{}] * int(amd.get("count") or 0)
     try:
         return resources(devices, strategy)
     except ValueError as exc:

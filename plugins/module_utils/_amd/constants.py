@@ -109,8 +109,6 @@ DEFAULT_NODE_SELECTOR = {LABEL_GPU: "true"}
 # NoSchedule, the taint one puts on GPU nodes, so that the plugin runs where only GPU pods may.
 DEFAULT_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"},
                        {"key": RESOURCE_GPU, "operator": "Exists", "effect": "NoSchedule"}]
-DEFAULT_PRIORITY_CLASS = "system-node-critical"  # helm/amd-gpu/templates/*.yaml priorityClassName
-DEFAULT_WAIT_TIMEOUT = 300
 # Our node labels, under a field manager of their own, so that AMD's labels never touch another vendor's.
 LABELS_FIELD_MANAGER = "kubegpu.cluster/labels-amd"
 PLUGIN_COMPONENT = "device-plugin"

@@ -16,8 +16,9 @@ import copy
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import LABEL_COMPONENT, LABEL_NAME
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import owner_labels
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.vendor_args import DEFAULT_PRIORITY_CLASS
 from ansible_collections.kubegpu.cluster.plugins.module_utils._amd.constants import (
-    APP_NAME, DEFAULT_LABELLER_FLAGS, DEFAULT_NODE_SELECTOR, DEFAULT_PRIORITY_CLASS, DEFAULT_RESOURCE_NAMING_STRATEGY,
+    APP_NAME, DEFAULT_LABELLER_FLAGS, DEFAULT_NODE_SELECTOR, DEFAULT_RESOURCE_NAMING_STRATEGY,
     DEFAULT_TOLERATIONS, DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_VERSION, KUBELET_DEVICE_PLUGINS, LABELLER_COMPONENT,
     LABELLER_NAME, LABELLER_NODE_VERBS, LABELLER_PROGRAM, LABELLER_SERVICE_ACCOUNT, LABELLER_WORKDIR, PLUGIN_COMPONENT,
     PLUGIN_LOG_ARGS, PLUGIN_NAME, PLUGIN_PROGRAM, default_image, default_labeller_image,

@@ -90,8 +90,6 @@ SYSFS_DRM = "/sys/class/drm"  # what the plugin scans (gpu_plugin.go sysfsDrmDir
 DEVFS_DRI = "/dev/dri"  # gpu_plugin.go devfsDriDirectory, mounted read-only
 DEFAULT_NODE_SELECTOR = {LABEL_GPU: "true"}
 DEFAULT_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
-DEFAULT_PRIORITY_CLASS = "system-node-critical"
-DEFAULT_WAIT_TIMEOUT = 300
 LABELS_FIELD_MANAGER = "kubegpu.cluster/labels-intel"
 PLUGIN_COMPONENT = "device-plugin"
 

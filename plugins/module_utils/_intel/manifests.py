@@ -16,9 +16,10 @@ import copy
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import LABEL_COMPONENT, LABEL_NAME
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import owner_labels
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.vendor_args import DEFAULT_PRIORITY_CLASS
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd.constants import API_VERSION as NFD_API_VERSION
 from ansible_collections.kubegpu.cluster.plugins.module_utils._intel.constants import (
-    APP_NAME, DEFAULT_ALLOCATION_POLICY, DEFAULT_NODE_SELECTOR, DEFAULT_PRIORITY_CLASS, DEFAULT_SHARED_DEV_NUM,
+    APP_NAME, DEFAULT_ALLOCATION_POLICY, DEFAULT_NODE_SELECTOR, DEFAULT_SHARED_DEV_NUM,
     DEFAULT_TOLERATIONS, DEVFS_DRI, DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_VERSION, KUBELET_DEVICE_PLUGINS, NFD_RULE,
     NFD_RULE_NAME, PLUGIN_COMPONENT, PLUGIN_CONTAINER, PLUGIN_NAME, SYSFS_DRM, default_image,
 )

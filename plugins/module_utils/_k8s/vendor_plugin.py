@@ -15,16 +15,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from collections.abc import Mapping
+
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError, WaitTimeout
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, node_labels
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.names import is_valid_label_key, is_valid_label_value
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet
-
-try:
-    from collections.abc import Mapping
-except ImportError:  # pragma: no cover - Python 2
-    from collections import Mapping
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.vendor_args import DEFAULT_WAIT_TIMEOUT
 
 
 class Vendor(object):
@@ -190,7 +188,7 @@ def run(params, vendor, check_mode=False, want_diff=False, client=None, client_f
     if client is None:
         client = (client_factory or k8s_client.from_params)(params)
     namespace = params.get("namespace") or vendor.namespace
-    timeout = params.get("wait_timeout") or 300
+    timeout = params.get("wait_timeout") or DEFAULT_WAIT_TIMEOUT
     kinds = vendor.kinds_for(params, client) if vendor.kinds_for else vendor.kinds
     objects = ObjectSet(client, namespace, vendor.app, kinds, check_mode=check_mode, want_diff=want_diff)
     result = {"namespace": namespace, "expected": expected, "nodes": sorted(expected), "resources": {}}

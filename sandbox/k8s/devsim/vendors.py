@@ -206,7 +206,10 @@ def labeller_labels(profile, argv) -> dict:
     devices = _devices(profile, "amd")
     if not devices:
         return {}
-    on = lambda name: flags.get(name) == "true"  # noqa: E731
+
+    def on(name):
+        return flags.get(name) == "true"
+
     labels = {}
     if on("vram"):  # kfd mem_banks size_in_bytes, in MiB, then round(MiB / 1024) "G"
         labels.update(_create_labels("vram", _count("%dG" % _go_round(d["memory_total_mib"] / 1024.0)
@@ -251,16 +254,16 @@ def desired_resources(profile, pods) -> tuple:
         found = [(pod, container) for pod, (kind, container) in pods if kind == what]
         if not found:
             continue
-        pod, container = max(found, key=lambda pc: ((pc[0]["metadata"].get("creationTimestamp") or ""),
-                                                     pc[0]["metadata"]["name"]))
+        pod, container = max(found, key=lambda pc: (pc[0]["metadata"].get("creationTimestamp") or "",
+                                                    pc[0]["metadata"]["name"]))
         try:
             got = rule(profile, arguments(container, entrypoint=what == "intel"))
         except PluginExit as exc:
             notes.append("%s plugin %s exits: %s" % (what, pod["metadata"]["name"], exc))
             continue
         resources.update(got)
-        notes.append("%s plugin %s advertises %s" % (what, pod["metadata"]["name"],
-                                                      json.dumps(got, sort_keys=True) if got else "nothing"))
+        shown = json.dumps(got, sort_keys=True) if got else "nothing"
+        notes.append("%s plugin %s advertises %s" % (what, pod["metadata"]["name"], shown))
     return resources, "; ".join(notes) or "no AMD or Intel plugin pod running"
 
 

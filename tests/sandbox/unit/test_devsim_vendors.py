@@ -24,7 +24,7 @@ def amd_profile(count=2, **extra):
 
 def intel_profile(driver="i915", count=1):
     return {"vendor": "intel", "kernel_driver": driver,
-            "devices": [{"name": "Intel Data Center GPU Flex 170", "pci_device_id": "0x56C08086"} for _ in range(count)]}
+            "devices": [{"name": "Intel Data Center GPU Flex 170", "pci_device_id": "0x56C08086"}] * count}
 
 
 def test_which_pods_are_whose():

@@ -157,17 +157,14 @@ def test_every_refused_host_is_named_at_once():
 def test_present_labels_amd_hosts_only_and_expects_their_gpus():
     nodes = {"kg-mi210": node("kg-mi210"), "kg-cpu": node("kg-cpu")}
     client = FakeClient(nodes=nodes)
-    result = deployment.run(params(facts={"mi": mi210(), "cpu-host": cpu()}, node_names={"mi": "kg-mi210",
-                                                                                          "cpu-host": "kg-cpu"}),
-                            client=client)
+    names = {"mi": "kg-mi210", "cpu-host": "kg-cpu"}
+    result = deployment.run(params(facts={"mi": mi210(), "cpu-host": cpu()}, node_names=names), client=client)
     assert result["expected"] == {"kg-mi210": {"amd.com/gpu": 2}}
     assert result["nodes"] == ["kg-mi210"]
     assert nodes["kg-mi210"]["metadata"]["labels"] == {amd.LABEL_GPU: "true"}
     assert nodes["kg-cpu"]["metadata"]["labels"] == {}
     assert result["changed"] is True
-    again = deployment.run(params(facts={"mi": mi210(), "cpu-host": cpu()}, node_names={"mi": "kg-mi210",
-                                                                                         "cpu-host": "kg-cpu"}),
-                           client=client)
+    again = deployment.run(params(facts={"mi": mi210(), "cpu-host": cpu()}, node_names=names), client=client)
     assert again["labels"]["changed"] is False
 
 
