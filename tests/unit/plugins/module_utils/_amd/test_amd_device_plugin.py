@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._amd import allocatable, constants as amd, deployment, labels, manifests
-from vendor_fakes import FakeClient, node
+from ansible_collections.kubegpu.cluster.tests.unit.plugins.module_utils.vendor_fakes import FakeClient, node
 
 
 def params(**overrides):

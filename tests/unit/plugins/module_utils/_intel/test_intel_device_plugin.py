@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._intel import allocatable, constants as intel, deployment, manifests
-from vendor_fakes import FakeClient, node
+from ansible_collections.kubegpu.cluster.tests.unit.plugins.module_utils.vendor_fakes import FakeClient, node
 
 
 def params(**overrides):
