@@ -19,7 +19,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset imp
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu import constants as C, manifests
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu.scheduler import extender_entry
 
-RESOURCE_PREFIX = C.RESOURCE_NAME.split("/")[0]
+RESOURCE_PREFIX = C.RESOURCE_NAME.partition("/")[0]
 HINT = ("Known causes: no agent pod on the node (agent_node_selector: by default nvidia.com/gpu.present=true, set by "
         "kubegpu.cluster.gpu_node_labels; agent_tolerations); the agent cannot count the GPUs through NVML (the NVIDIA "
         "runtime must be docker's default-runtime, see docs/nano-gpu.md); its installer could not replace the host's "
