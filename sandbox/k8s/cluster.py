@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Bring the sandbox control plane up and down.
 
-``up`` starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the
-device-manager simulator, all bound to 127.0.0.1 on free ports, with state and logs under
+``up`` starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, the
+device-manager simulator and nano-gpu's extender stand-in (``nanogpu``), all bound to 127.0.0.1 on free ports, with state and logs under
 ``.sandbox/k8s/`` and the admin kubeconfig at ``.sandbox/kubeconfig``. Every cluster starts
 from an empty etcd. ``down`` stops exactly the processes ``up`` recorded in
 ``.sandbox/k8s/state.json``. ``stop_component`` and ``start_component`` stop one component of a
