@@ -98,7 +98,8 @@ options:
       - V(present) applies the objects (and removes those of an earlier run no longer rendered).
       - V(absent) deletes exactly what the module created, found by label
         C(app.kubernetes.io/managed-by=kubegpu.cluster) in O(namespace) and the cluster-scoped ones by label
-        C(kubegpu.cluster/namespace). The nodes stop advertising the resource once the agent pods are gone.
+        C(kubegpu.cluster/namespace); with O(wait), it then waits until the agent pods are gone and no node that
+        advertised C(nano-gpu/gpu-percent) before still does.
     type: str
     choices: [present, absent]
     default: present
@@ -224,6 +225,13 @@ resources:
   returned: always
   type: dict
   sample: {"gpu-1": {"nano-gpu/gpu-percent": 400}}
+resources_gone:
+  description: With O(state=absent) and O(wait), the nodes that advertised C(nano-gpu/gpu-percent) before the removal
+    and no longer do.
+  returned: when O(state=absent), O(wait) and something was removed
+  type: list
+  elements: str
+  sample: [gpu-1]
 diff:
   description: C(before) and C(after), each mapping C(Kind/namespace/name) to the object (null when absent).
   returned: in diff mode

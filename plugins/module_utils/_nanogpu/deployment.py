@@ -13,13 +13,20 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, names
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, names, vendor_plugin
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import quantity
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu import constants as C, manifests
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu.scheduler import extender_entry
 
 RESOURCE_PREFIX = C.RESOURCE_NAME.partition("/")[0]
+
+
+class _Resource(object):
+    """What _k8s.vendor_plugin's wait for the resources to go needs to know of nano-gpu: its resource prefix."""
+    prefix = RESOURCE_PREFIX
+
+
 HINT = ("Known causes: no agent pod on the node (agent_node_selector: by default nvidia.com/gpu.present=true, set by "
         "kubegpu.cluster.gpu_node_labels; agent_tolerations); the agent cannot count the GPUs through NVML (the NVIDIA "
         "runtime must be docker's default-runtime, see docs/nano-gpu.md); its installer could not replace the host's "
@@ -113,7 +120,11 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
     result = {"namespace": namespace, "expected": wanted, "resources": {}, "url_prefix": None, "extender": None,
               "images": {"scheduler": scheduler_image, "agent": agent_image}}
     if not present:
+        waiting = params.get("wait", True) and not check_mode
+        before = vendor_plugin.advertising_nodes(client, _Resource) if waiting else {}
         objects.absent(wait=params.get("wait", True), timeout=timeout)
+        if waiting and objects.changed:  # the agents are gone: their nodes stop advertising the resource
+            result["resources_gone"] = vendor_plugin.wait_resources_gone(client, _Resource, timeout, before)
     else:
         applied = objects.present(manifests.render(params))
         service = applied.get("Service/%s/%s" % (namespace, C.SCHEDULER_NAME))

@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from ansible_cli import run_module
-from k8s_helpers import delete_quietly, wait_for
+from k8s_helpers import delete_quietly
 
 NODE = "kg-v100"
 RESOURCE = "nano-gpu/gpu-percent"
@@ -131,9 +131,8 @@ def test_deploy_schedule_through_the_extender_then_absent(sandbox, nano, namespa
     assert gone["changed"] is True
     assert "deleted" in set(_actions(gone).values())
     assert _ours(sandbox, ns) == []
-    wait_for(sandbox.core.list_node, field_selector="metadata.name=%s" % NODE, timeout=60,
-             predicate=lambda n: RESOURCE not in (n.status.capacity or {}) and RESOURCE not in (n.status.allocatable or {}),
-             describe="%s to stop advertising %s" % (NODE, RESOURCE))
+    assert gone["resources_gone"] == [NODE]  # the module waited for it
+    assert _advertised(sandbox) == (None, None)
     left = sandbox.core.list_namespace(field_selector="metadata.name=%s" % ns).items  # the module created it
     assert not left or left[0].status.phase == "Terminating", left
 
