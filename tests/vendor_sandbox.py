@@ -1,14 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The control plane of the AMD and Intel device plugin end-to-end tests, and their nodes.
 
-``vendor_cluster`` (module scope) is the test session's own sandbox (tests/conftest.py ``sandbox``), or, where
-``TEST_STATE_DIR`` is set, a control plane of its own under that directory (no fleet nodes), so that sessions running
-beside each other do not take each other's down. ``vendor_nodes(count, profile)`` makes kwok nodes only the test uses
+``vendor_cluster`` (module scope) is the test session's own sandbox (tests/conftest.py ``sandbox``; ``TEST_STATE_DIR``
+moves it, sandbox/k8s/paths.py). ``vendor_nodes(count, profile)`` makes kwok nodes only the test uses
 (the profile's annotation on them) and deletes them afterwards."""
 
-import os
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -17,20 +14,7 @@ from k8s_helpers import delete_quietly
 
 @pytest.fixture(scope="module")
 def vendor_cluster(request):
-    state = os.environ.get("TEST_STATE_DIR")
-    if not state:
-        yield request.getfixturevalue("sandbox")
-        return
-    from conftest import Sandbox, _ensure_binaries  # pylint: disable=import-outside-toplevel
-    from sandbox.k8s import cluster  # pylint: disable=import-outside-toplevel
-    layout = cluster.Layout(Path(state), Path(state) / "kubeconfig")
-    cluster.down(layout, quiet=True)
-    _ensure_binaries()
-    up_state = cluster.up(layout, fleet=False)
-    try:
-        yield Sandbox(layout, up_state)
-    finally:
-        cluster.down(layout)
+    yield request.getfixturevalue("sandbox")
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ SANDBOX_DIR = ROOT / ".sandbox"
 STATE_DIR = SANDBOX_DIR / "k8s"
 KUBECONFIG = SANDBOX_DIR / "kubeconfig"
 # The test session's own control plane (tests/sandbox/k8s/conftest.py), beside the demo's and never the same one.
-TEST_STATE_DIR = SANDBOX_DIR / "test-k8s"
+# $TEST_STATE_DIR moves it, so that two test sessions on one checkout do not take each other's down.
+TEST_STATE_DIR = Path(os.environ["TEST_STATE_DIR"]).resolve() if os.environ.get("TEST_STATE_DIR") else SANDBOX_DIR / "test-k8s"
 TEST_KUBECONFIG = TEST_STATE_DIR / "kubeconfig"
 
 

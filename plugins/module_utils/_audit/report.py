@@ -19,6 +19,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _host
+from ansible_collections.kubegpu.cluster.plugins.module_utils._amd import constants as amd
+from ansible_collections.kubegpu.cluster.plugins.module_utils._intel import constants as intel
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
     LABEL_MIG_CONFIG_STATE, RESOURCE_PREFIX, RUNTIME_NAME, RUNTIME_PATH,
 )
@@ -31,6 +33,9 @@ LABEL_PREFIXES = (RESOURCE_PREFIX + "/", "kubegpu.cluster/", "sandbox.kubegpu.io
 COLUMNS = ("NODE", "STATE", "GPUS", "DRIVER", "KERNEL", "NOUVEAU", "DEFAULT RUNTIME", "ADVERTISED", "MIG", "PROOF",
            "DRIFT")
 CELL_WIDTH = 48  # the longest cell; the JSON has the whole value
+# The GPU resources a node's ADVERTISED shows: NVIDIA's, AMD's and Intel's
+GPU_RESOURCE_PREFIXES = tuple(p + "/" for p in (RESOURCE_PREFIX, amd.RESOURCE_PREFIX, intel.RESOURCE_PREFIX))
+OTHER_VENDORS = (amd.VENDOR, intel.VENDOR)  # the parts of the gpu fact (gpu.amd, gpu.intel) read from sysfs
 
 
 def _mib_text(mib):
@@ -55,8 +60,15 @@ def gpus(fact):
                                 (d.get("profile") for d in mig.get("devices") or [] if d.get("profile")))}})
         entry = models.setdefault(name, {"name": name, "count": 0, "memory_total_mib": memory})
         entry["count"] += 1
+    # AMD's and Intel's GPUs (gpu.amd, gpu.intel, from sysfs): their models beside NVIDIA's
+    for vendor in OTHER_VENDORS:
+        for device in (fact.get(vendor) or {}).get("devices") or []:
+            name = device.get("name") or "%s GPU %s" % (vendor.upper(), device.get("device_id") or "?")
+            entry = models.setdefault(name, {"name": name, "count": 0, "memory_total_mib": device.get("memory_total_mib")})
+            entry["count"] += 1
     return {"count": fact.get("count", len(devices)), "models": [models[n] for n in sorted(models)],
-            "devices": devices, "on_pci_bus": len(_host.pci_of(fact, NVIDIA_VENDOR, untagged=True))}
+            "devices": devices, "on_pci_bus": len(_host.pci_of(fact, NVIDIA_VENDOR, untagged=True)),
+            "vendors": list(fact.get("vendors") or [])}
 
 
 def mig(fact, labels):
@@ -169,8 +181,21 @@ def proof(record, fact):
             "detail": record.get("detail"), "under": under, "stale": stale}
 
 
-def _nvidia(resources):
-    return dict((k, v) for k, v in sorted((resources or {}).items()) if k.startswith(RESOURCE_PREFIX + "/"))
+def _gpu_resources(resources):
+    return dict((k, v) for k, v in sorted((resources or {}).items()) if k.startswith(GPU_RESOURCE_PREFIXES))
+
+
+def _other_driver(fact):
+    """An AMD or Intel host's kernel driver and its version (``amdgpu 6.8.5``), from its vendor's part of the fact; None
+    for a host with NVIDIA GPUs or none."""
+    if not fact or fact.get("count"):
+        return None
+    for vendor in OTHER_VENDORS:
+        part = fact.get(vendor) or {}
+        if part.get("count"):
+            driver = part.get("driver") or {}
+            return " ".join(str(x) for x in (driver.get("module"), driver.get("version")) if x) or None
+    return None
 
 
 def node_report(host, read, node=None, labels_plan=None, record=None, node_name=None, accelerator_label=None):
@@ -196,7 +221,10 @@ def node_report(host, read, node=None, labels_plan=None, record=None, node_name=
                       "reason": "would install %s" % ", ".join(read["python_unmet"])})
     problems = list(verdict.get("problems") or [])
     nvml = (fact or {}).get("nvml") or {}
-    if fact is not None and nvml.get("status") not in (None, "ok") and verdict.get("status") != "skipped":
+    # NVML's state is a problem only where NVIDIA GPUs are (an AMD or Intel host has no NVML to load)
+    nvidia_here = bool(fact) and (bool(fact.get("count")) or bool(_host.pci_of(fact, NVIDIA_VENDOR, untagged=True))
+                                  or not any((fact.get(v) or {}).get("count") for v in OTHER_VENDORS))
+    if nvidia_here and nvml.get("status") not in (None, "ok") and verdict.get("status") != "skipped":
         text = "NVML %s%s" % (nvml.get("status"), ": %s" % nvml["message"] if nvml.get("message") else "")
         if not any(text in p for p in problems):
             problems.append(text)
@@ -228,13 +256,15 @@ def node_report(host, read, node=None, labels_plan=None, record=None, node_name=
         "schedulable": not ((node or {}).get("spec") or {}).get("unschedulable", False) if node else None,
         "gpus": gpus(fact) if fact is not None else None,
         "nvml": {"status": nvml.get("status"), "message": nvml.get("message")} if fact is not None else None,
-        "driver": {"version": (fact or {}).get("driver_version"), "cuda": (fact or {}).get("cuda_driver_version"),
+        "driver": {"version": (fact or {}).get("driver_version") or _other_driver(fact),
+                   "cuda": (fact or {}).get("cuda_driver_version"),
                    "verdict": verdict.get("status"), "summary": verdict.get("summary")},
         "kernel": ((status.get("nodeInfo") or {}).get("kernelVersion")) or None,
         "nouveau": modules.get("nouveau") if fact is not None else None,
         "runtimes": runtimes(read.get("toolkit")),
         "drift": drift,
-        "advertised": {"capacity": _nvidia(status.get("capacity")), "allocatable": _nvidia(status.get("allocatable"))},
+        "advertised": {"capacity": _gpu_resources(status.get("capacity")),
+                       "allocatable": _gpu_resources(status.get("allocatable"))},
         "mig": mig(fact, all_labels),
         "labels": labels,
         "proof": last,
@@ -282,7 +312,8 @@ def _advertised_cell(entry):
     allocatable = entry["advertised"]["allocatable"]
     if not allocatable:
         return "-"
-    return " ".join("%s:%s" % (k[len(RESOURCE_PREFIX) + 1:], v) for k, v in sorted(allocatable.items()))
+    return " ".join("%s:%s" % (k[len(RESOURCE_PREFIX) + 1:] if k.startswith(RESOURCE_PREFIX + "/") else k, v)
+                    for k, v in sorted(allocatable.items()))
 
 
 def _mig_cell(entry):

@@ -33,6 +33,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants 
 )
 
 FIELD_MANAGER = MANAGER + "/gpu-proof"
+NAMESPACE_GONE_TIMEOUT = 120  # seconds to wait for a namespace being deleted before the proof creates it again
 LABEL_PROOF = "kubegpu.cluster/gpu-proof"
 LABEL_PROOF_JOB = "kubegpu.cluster/gpu-proof-job"
 CREATED_BY = "gpu_proof"  # the created-by annotation of a namespace the proof made
@@ -363,9 +364,22 @@ class Proof(object):
         return written
 
     def _ensure_namespace(self, dry_run):
-        """Create the namespace when missing; returns whether it exists (before a dry run: whether it did)."""
-        if self.client.get("v1", "Namespace", self.namespace) is not None:
+        """Create the namespace when missing; returns whether it exists (before a dry run: whether it did). A namespace
+        being deleted (an earlier proof's, which deletes the namespace it created) refuses new Jobs: wait (bounded) until
+        it is gone, then create it again."""
+        found = self.client.get("v1", "Namespace", self.namespace)
+        if found is not None and not (found.get("metadata") or {}).get("deletionTimestamp"):
             return True
+        if found is not None:
+            if dry_run:
+                return False
+            try:
+                self.client.wait("v1", "Namespace", lambda objects: self.namespace not in objects, NAMESPACE_GONE_TIMEOUT,
+                                 field_selector="metadata.name=%s" % self.namespace)
+            except WaitTimeout:
+                raise K8sError("namespace %s is still being deleted after %d s, so no proof Job can be created in it: "
+                               "see what holds it (kubectl get namespace %s -o yaml, its finalizers and conditions), or "
+                               "pick another namespace" % (self.namespace, NAMESPACE_GONE_TIMEOUT, self.namespace))
         self.client.apply(k8s_objects.namespace_object(self.namespace, created_by=CREATED_BY), dry_run=dry_run)
         self.created_namespace = not dry_run
         return not dry_run

@@ -217,3 +217,25 @@ def test_fleet_says_why_labels_were_not_judged():
               "configs": {"x": {"mig_strategy": "nonsense"}}, "node_configs": {}}
     result = fleet.run(params, labeller=labeller)
     assert "the node labels were not judged" in result["warnings"][0]
+
+
+def test_an_amd_host_shows_its_gpus_driver_and_resources_and_no_nvml_problem():
+    fact = gpu_fact(count=0, driver=None)
+    fact.update(present=False, vendors=["amd"], nvml={"status": "library_not_found", "message": "no libnvidia-ml"},
+                pci=[{"address": "0000:43:00.0", "vendor": "amd", "vendor_id": "0x1002"}],
+                amd={"count": 2, "status": "ok", "driver": {"module": "amdgpu", "loaded": True, "version": "6.8.5",
+                                                            "kfd": True},
+                     "devices": [{"name": "AMD Instinct MI210", "memory_total_mib": 65520}] * 2},
+                intel={"count": 0, "devices": []})
+    node = {"metadata": {"name": "kg-mi210", "labels": {}},
+            "status": {"allocatable": {"cpu": "8", "amd.com/gpu": "2"}, "capacity": {"amd.com/gpu": "2"}}}
+    entry = report.node_report("kg-mi210", {"gpu": fact, "driver_verdict": {"status": "ok", "problems": []}}, node)
+    assert entry["state"] == "ok", entry["problems"]
+    assert entry["driver"]["version"] == "amdgpu 6.8.5"
+    assert entry["advertised"]["allocatable"] == {"amd.com/gpu": "2"}
+    cells = report.row(entry)
+    assert cells[2] == "2x AMD Instinct MI210 64 GiB" and cells[7] == "amd.com/gpu:2"
+    # the same host's NVML state is a problem where an NVIDIA GPU is on its bus
+    fact["pci"].append({"address": "0000:3b:00.0", "vendor": "nvidia", "vendor_id": "0x10de"})
+    entry = report.node_report("kg-mi210", {"gpu": fact, "driver_verdict": {"status": "ok", "problems": []}}, node)
+    assert entry["state"] == "problem" and "NVML library_not_found" in entry["problems"][0]

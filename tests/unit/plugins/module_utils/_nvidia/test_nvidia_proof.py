@@ -328,3 +328,45 @@ def test_passed_proofs_are_recorded_on_their_nodes_only():
     assert results[0]["last_proof"]["under"] == under["gpu-1"]
     client.applied = []
     assert runner._record(results, under, check_mode=True) == ["gpu-1"] and client.applied == []  # pylint: disable=protected-access
+
+
+class NamespaceClient(k8s_client.Client):
+    """A namespace that is being deleted when the proof starts, and gone after the wait (or never, with ``stuck``)."""
+
+    def __init__(self, stuck=False):
+        super(NamespaceClient, self).__init__(dynamic=object())
+        self.stuck = stuck
+        self.calls = []
+
+    def get(self, api_version, kind, name, namespace=None):
+        return {"metadata": {"name": name, "deletionTimestamp": "2026-11-26T08:00:00Z"}, "status": {"phase": "Terminating"}}
+
+    def wait(self, api_version, kind, done, timeout, namespace=None, label_selector=None, field_selector=None):
+        self.calls.append(("wait", kind, field_selector, timeout))
+        if self.stuck:
+            from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import WaitTimeout  # pylint: disable=import-outside-toplevel
+            raise WaitTimeout("timed out", last={})
+        assert done({})
+        return {}
+
+    def apply(self, obj, dry_run=False):
+        self.calls.append(("apply", obj["kind"], obj["metadata"]["name"], dry_run))
+        return obj
+
+
+def test_a_namespace_being_deleted_is_waited_for_then_created_again():
+    client = NamespaceClient()
+    run = proof.Proof({"namespace": "gpu-validation"}, client)
+    assert run._ensure_namespace(dry_run=False) is True  # pylint: disable=protected-access
+    assert client.calls == [("wait", "Namespace", "metadata.name=gpu-validation", proof.NAMESPACE_GONE_TIMEOUT),
+                            ("apply", "Namespace", "gpu-validation", False)]
+    assert run.created_namespace is True
+    # a dry run waits for nothing: the namespace is not there for the Jobs to be validated in
+    client = NamespaceClient()
+    assert proof.Proof({"namespace": "gpu-validation"}, client)._ensure_namespace(dry_run=True) is False  # pylint: disable=protected-access
+    assert client.calls == []
+
+
+def test_a_namespace_stuck_in_deletion_is_named_with_what_to_look_at():
+    with pytest.raises(K8sError, match="namespace gpu-validation is still being deleted after 120 s"):
+        proof.Proof({"namespace": "gpu-validation"}, NamespaceClient(stuck=True))._ensure_namespace(dry_run=False)  # pylint: disable=protected-access
