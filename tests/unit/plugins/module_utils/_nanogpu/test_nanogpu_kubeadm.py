@@ -5,15 +5,12 @@ directory laid out like a control plane's: the merge keeps the user's settings a
 gives back every file byte for byte; a malformed file is refused with its path and field. Kubespray's variable: its
 items carry exactly kube-scheduler's extender keys and come out of Kubespray's template as the extenders."""
 
-import json
 import os
 import stat
 
-import jinja2
 import pytest
 import yaml
 
-from ansible.plugins.filter.core import to_nice_yaml
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, KubegpuError, OptionError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu import constants as C
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu import kubeadm
@@ -275,50 +272,6 @@ def test_healthz_url_follows_the_flags():
     assert kubeadm.healthz_url({"command": ["kube-scheduler", "--bind-address=127.0.0.1"]}) == "https://127.0.0.1:10259/healthz"
     assert kubeadm.healthz_url({"command": ["kube-scheduler", "--bind-address=0.0.0.0", "--secure-port=10300"]}) == \
         "https://127.0.0.1:10300/healthz"
-
-
-# --- Kubespray -----------------------------------------------------------------------------------------------------
-
-# The lines of Kubespray's roles/kubernetes/control-plane/templates/kubescheduler-config.yaml.j2 that write the
-# variable (kubernetes-sigs/kubespray): the list goes under `extenders:` through to_nice_yaml, as it is.
-KUBESPRAY_TEMPLATE = """apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-{% if kube_scheduler_extenders %}
-extenders:
-{{ kube_scheduler_extenders | to_nice_yaml(indent=2, width=256) }}
-{% endif %}
-"""
-
-
-def render_kubespray(value):
-    env = jinja2.Environment()
-    env.filters["to_nice_yaml"] = to_nice_yaml
-    return yaml.safe_load(env.from_string(KUBESPRAY_TEMPLATE).render(kube_scheduler_extenders=value))
-
-
-def test_kubespray_items_take_exactly_kube_schedulers_extender_keys():
-    value = kubeadm.kubespray_extenders(URL, http_timeout="30s")
-    assert len(value) == 1 and set(value[0]) <= set(C.EXTENDER_FIELDS)
-    assert value[0] == extender_entry(URL, http_timeout="30s")  # the same entry as on a kubeadm control plane
-    config = render_kubespray(value)
-    assert config["extenders"] == value
-    kubeadm.check_config(config, "kubescheduler-config.yaml")
-
-
-def test_kubespray_keeps_the_inventorys_other_extenders():
-    other = {"urlPrefix": "http://127.0.0.1:9001/tas", "filterVerb": "filter", "weight": 2}
-    stale = extender_entry("http://old:39999/scheduler")
-    value = kubeadm.kubespray_extenders(URL, existing=[stale, other])
-    assert value == [extender_entry(URL), other]
-    assert render_kubespray(value)["extenders"] == value
-    with pytest.raises(OptionError, match="kube_scheduler_extenders: item 0 is not an extender"):
-        kubeadm.kubespray_extenders(URL, existing=["http://x"])
-
-
-def test_the_filter_is_the_same_function():
-    from ansible_collections.kubegpu.cluster.plugins.filter.nano_gpu_kubespray_extenders import FilterModule
-    rendered = FilterModule().filters()["nano_gpu_kubespray_extenders"](URL)
-    assert json.dumps(rendered) == json.dumps(kubeadm.kubespray_extenders(URL))
 
 
 def test_healthz_answers_only_ok():
