@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROFILES_DIR
+from sandbox.k8s.paths import PROFILES_DIR
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.driver import verdict as driver_verdict
 
