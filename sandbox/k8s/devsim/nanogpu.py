@@ -19,10 +19,9 @@ import json
 import logging
 import posixpath
 
-from kubernetes.client.rest import ApiException
-
 from sandbox.nanogpu import C
 
+from .agents import NodeAgents
 from .watcher import read_node_profile
 
 LOG = logging.getLogger("devsim.nanogpu")
@@ -38,10 +37,6 @@ def agent_container(pod: dict):
     return None
 
 
-def _running(pod: dict) -> bool:
-    return (pod.get("status") or {}).get("phase") == "Running" and not (pod.get("metadata") or {}).get("deletionTimestamp")
-
-
 def nvidia_gpus(profile) -> int:
     """The GPUs NVML counts on a node: its profile's devices, for an NVIDIA profile (no ``vendor``, or nvidia)."""
     if not profile or (profile.get("vendor") or "nvidia") != "nvidia":
@@ -55,76 +50,20 @@ def advertised(profile, agent_running: bool) -> int | None:
     return count * C.PERCENT_PER_GPU if count else None
 
 
-def _rv(node: dict) -> int:
-    try:
-        return int((node.get("metadata") or {}).get("resourceVersion"))
-    except (TypeError, ValueError):
-        return -1
+class NanoGpuSimulator(NodeAgents):
+    """Plays the kubelet's part for nano-gpu's agent, on the simulator's event loop (the bookkeeping is
+    :class:`.agents.NodeAgents`')."""
 
+    what = "the nano-gpu agent"
 
-class NanoGpuSimulator:
-    """Plays the kubelet's part for nano-gpu's agent, on the simulator's event loop (see nfd.NfdSimulator)."""
-
-    def __init__(self, simulator):
-        self.sim = simulator
-        self.nodes = {}
-        self.agents = {}  # uid -> Running agent pod
-        self.synced = set()
-
-    @classmethod
-    def attach(cls, simulator):
-        ext = cls(simulator)
-        simulator.extensions.append(ext)
-        return ext
-
-    def start(self):
-        """No watches of its own: nodes and pods come from the simulator's."""
-
-    def handle(self, kind, etype, obj):
-        affected = set()
-        if kind == "nodes":
-            if etype == "SYNC":
-                self.nodes = {n["metadata"]["name"]: n for n in obj}
-                affected.update(self.nodes)
-            elif etype == "DELETED":
-                self.nodes.pop(obj["metadata"]["name"], None)
-            else:
-                known = self.nodes.get(obj["metadata"]["name"])
-                if known is not None and _rv(obj) < _rv(known):
-                    return  # older than our own patch
-                self.nodes[obj["metadata"]["name"]] = obj
-                affected.add(obj["metadata"]["name"])
-        elif kind == "pods":
-            pods = obj if etype == "SYNC" else [obj]
-            if etype == "SYNC":
-                affected.update(p["spec"].get("nodeName") for p in self.agents.values())
-                self.agents = {}
-            for pod in pods:
-                if agent_container(pod) is None:
-                    continue
-                uid = pod["metadata"]["uid"]
-                old = self.agents.pop(uid, None)
-                if old is not None:
-                    affected.add(old["spec"].get("nodeName"))
-                if etype != "DELETED" and _running(pod):
-                    self.agents[uid] = pod
-                affected.add((pod.get("spec") or {}).get("nodeName"))
-        else:
-            return
-        if etype == "SYNC":
-            self.synced.add(kind)
-        if {"nodes", "pods"} <= self.synced:
-            for name in sorted(n for n in affected if n):
-                try:
-                    self.reconcile(name)
-                except ApiException as exc:
-                    LOG.warning("node %s: API error while playing the nano-gpu agent: %s %s", name, exc.status, exc.reason)
+    def match(self, pod):
+        return agent_container(pod)
 
     def reconcile(self, name):
         node = self.nodes.get(name)
         if node is None:
             return
-        running = any(p["spec"].get("nodeName") == name for p in self.agents.values())
+        running = bool(self.pods_on(name))
         profile = read_node_profile(name, (node.get("metadata") or {}).get("annotations") or {}, self.sim.profiles_dir) \
             if running else None
         want = advertised(profile, running)
@@ -138,6 +77,5 @@ class NanoGpuSimulator:
             return
         LOG.info("node %s: nano-gpu agent %s; patching status %s", name, "runs" if running else "gone",
                  json.dumps(patch, sort_keys=True))
-        resp = self.sim.api.patch_node_status(name, {"status": patch}, _content_type="application/merge-patch+json",
-                                              _preload_content=False)
-        self.nodes[name] = json.loads(resp.data)
+        self.remember(self.sim.api.patch_node_status(name, {"status": patch},
+                                                     _content_type="application/merge-patch+json", _preload_content=False))

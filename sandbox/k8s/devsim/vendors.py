@@ -31,8 +31,8 @@ import json
 import logging
 import posixpath
 
-from kubernetes.client.rest import ApiException
 
+from .agents import NodeAgents
 from .watcher import read_node_profile
 
 LOG = logging.getLogger("devsim.vendors")
@@ -103,10 +103,6 @@ def role(pod: dict):
         if name == "intel_gpu_device_plugin" or (not container.get("command") and "intel-gpu-plugin" in image):
             return "intel", container
     return None, None
-
-
-def running(pod: dict) -> bool:
-    return (pod.get("status") or {}).get("phase") == "Running" and not (pod.get("metadata") or {}).get("deletionTimestamp")
 
 
 # --------------------------------------------------------------------------- the rules
@@ -270,70 +266,29 @@ def desired_resources(profile, pods) -> tuple:
 # --------------------------------------------------------------------------- the loop
 
 
-class VendorSimulator:
+class VendorSimulator(NodeAgents):
     """Plays the kubelet for the ROCm and Intel GPU plugins and plays the ROCm node labeller, on the simulator's
-    event loop (the simulator passes every event to :meth:`handle`)."""
+    event loop (the simulator passes every event to :meth:`handle`; the bookkeeping is :class:`.agents.NodeAgents`')."""
+
+    what = "the AMD/Intel plugins"
 
     def __init__(self, simulator):
-        self.sim = simulator
-        self.nodes = {}
-        self.pods = {}  # uid -> (pod, (role, container))
+        super().__init__(simulator)
         self.labelled = set()  # labeller pod uids that have written their labels
-        self.synced = set()
 
-    @classmethod
-    def attach(cls, simulator):
-        ext = cls(simulator)
-        simulator.extensions.append(ext)
-        return ext
+    def match(self, pod):
+        found = role(pod)
+        return None if found[0] is None else found
 
-    def start(self):
-        """Nothing of its own to watch: nodes and pods come from the simulator's watches."""
-
-    def handle(self, kind, etype, obj):
-        affected = set()
-        if kind == "nodes":
-            if etype == "SYNC":
-                self.nodes = {n["metadata"]["name"]: n for n in obj}
-                affected.update(self.nodes)
-            elif etype == "DELETED":
-                self.nodes.pop(obj["metadata"]["name"], None)
-            else:
-                self.nodes[obj["metadata"]["name"]] = obj
-                affected.add(obj["metadata"]["name"])
-        elif kind == "pods":
-            pods = obj if etype == "SYNC" else [obj]
-            if etype == "SYNC":
-                affected.update((p.get("spec") or {}).get("nodeName") for p, _r in self.pods.values())
-                self.pods = {}
-            for pod in pods:
-                found = role(pod)
-                if found[0] is None:
-                    continue
-                uid = pod["metadata"]["uid"]
-                if etype == "DELETED" or not running(pod):
-                    self.pods.pop(uid, None)
-                    self.labelled.discard(uid)
-                else:
-                    self.pods[uid] = (pod, found)
-                affected.add((pod.get("spec") or {}).get("nodeName"))
-        else:
-            return
-        if etype == "SYNC":
-            self.synced.add(kind)
-        if {"nodes", "pods"} <= self.synced:
-            for name in sorted(n for n in affected if n):
-                try:
-                    self.reconcile(name)
-                except ApiException as exc:
-                    LOG.warning("node %s: API error while playing the AMD/Intel plugins: %s %s", name, exc.status, exc.reason)
+    def forget(self, uid):
+        self.labelled.discard(uid)
 
     def reconcile(self, name):
         node = self.nodes.get(name)
         if node is None:
             return
         meta = node.get("metadata") or {}
-        on_node = [(pod, found) for pod, found in self.pods.values() if (pod.get("spec") or {}).get("nodeName") == name]
+        on_node = self.pods_on(name)
         profile = read_node_profile(name, meta.get("annotations") or {}, self.sim.profiles_dir) if on_node else None
         resources, message = desired_resources(profile, [(p, f) for p, f in on_node if f[0] in ("rocm", "intel")])
         status = node.get("status") or {}
@@ -347,11 +302,11 @@ class VendorSimulator:
                 patch[field] = change
         annotations = meta.get("annotations") or {}
         if (on_node or STATE_ANNOTATION in annotations) and annotations.get(STATE_ANNOTATION) != message:
-            self._remember(self.sim.api.patch_node(name, {"metadata": {"annotations": {STATE_ANNOTATION: message}}},
+            self.remember(self.sim.api.patch_node(name, {"metadata": {"annotations": {STATE_ANNOTATION: message}}},
                                                    _content_type="application/merge-patch+json", _preload_content=False))
         if patch:
             LOG.info("node %s: %s; patching status %s", name, message, json.dumps(patch, sort_keys=True))
-            self._remember(self.sim.api.patch_node_status(name, {"status": patch},
+            self.remember(self.sim.api.patch_node_status(name, {"status": patch},
                                                           _content_type="application/merge-patch+json",
                                                           _preload_content=False))
         for pod, (kind, container) in on_node:
@@ -362,12 +317,6 @@ class VendorSimulator:
             change = labeller_patch((self.nodes[name].get("metadata") or {}).get("labels") or {}, wanted)
             if change:
                 LOG.info("node %s: node labeller %s writes %s", name, pod["metadata"]["name"], json.dumps(change, sort_keys=True))
-                self._remember(self.sim.api.patch_node(name, {"metadata": {"labels": change}},
+                self.remember(self.sim.api.patch_node(name, {"metadata": {"labels": change}},
                                                        _content_type="application/merge-patch+json", _preload_content=False))
             self.labelled.add(uid)
-
-    def _remember(self, response):
-        data = getattr(response, "data", None)
-        if data:
-            obj = json.loads(data)
-            self.nodes[obj["metadata"]["name"]] = obj
