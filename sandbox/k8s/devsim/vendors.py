@@ -303,12 +303,12 @@ class VendorSimulator(NodeAgents):
         annotations = meta.get("annotations") or {}
         if (on_node or STATE_ANNOTATION in annotations) and annotations.get(STATE_ANNOTATION) != message:
             self.remember(self.sim.api.patch_node(name, {"metadata": {"annotations": {STATE_ANNOTATION: message}}},
-                                                   _content_type="application/merge-patch+json", _preload_content=False))
+                                                  _content_type="application/merge-patch+json", _preload_content=False))
         if patch:
             LOG.info("node %s: %s; patching status %s", name, message, json.dumps(patch, sort_keys=True))
             self.remember(self.sim.api.patch_node_status(name, {"status": patch},
-                                                          _content_type="application/merge-patch+json",
-                                                          _preload_content=False))
+                                                         _content_type="application/merge-patch+json",
+                                                         _preload_content=False))
         for pod, (kind, container) in on_node:
             uid = pod["metadata"]["uid"]
             if kind != "labeller" or uid in self.labelled:
@@ -318,5 +318,5 @@ class VendorSimulator(NodeAgents):
             if change:
                 LOG.info("node %s: node labeller %s writes %s", name, pod["metadata"]["name"], json.dumps(change, sort_keys=True))
                 self.remember(self.sim.api.patch_node(name, {"metadata": {"labels": change}},
-                                                       _content_type="application/merge-patch+json", _preload_content=False))
+                                                      _content_type="application/merge-patch+json", _preload_content=False))
             self.labelled.add(uid)
