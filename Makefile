@@ -5,9 +5,14 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+CACHE_DIR ?= $(HOME)/.cache/kubegpu
+# The venv is built once per set of pins and Python version, under the cache, and .venv links to it: a fresh clone
+# reuses it. Its key is every file pip or `ansible-test units --requirements` installs from (the latter adds to it).
+VENV_INPUTS := requirements.txt requirements-test.txt tests/unit/requirements.txt
+VENV_KEY := $(shell { python3 -c 'import sys; print(sys.version)'; cat $(VENV_INPUTS); } | sha256sum | cut -c1-16)
+VENV_CACHE := $(CACHE_DIR)/venv/$(VENV_KEY)
 VENV := $(ROOT)/.venv
 PY := $(VENV)/bin/python
-CACHE_DIR ?= $(HOME)/.cache/kubegpu
 BUILD := $(ROOT)/.build
 SANDBOX := $(ROOT)/.sandbox
 # The fleet containers' fake NVML MIG state, one directory per node: nodes-up mounts it, sandbox-up's kwok nodes name it
@@ -26,14 +31,25 @@ APT_ENSURE := $(ROOT)/sandbox/apt_ensure.sh
 host-packages:
 	@$(APT_ENSURE) host-packages $(HOST_PACKAGES)
 
+# Go builds of the sandbox's peers (the rules.mk files): module and build caches under the cache, and a TMPDIR of
+# their own. cgo compiles its probes of a package's C types there, and a stray header in /tmp (an nvml.h left by any
+# other program) is then included instead of go-nvml's own: "could not determine what C.nvml... refers to".
+GO_TMP := $(CACHE_DIR)/go/tmp
+GO_ENV := TMPDIR=$(GO_TMP) GOMODCACHE=$(CACHE_DIR)/go/mod GOCACHE=$(CACHE_DIR)/go/build
+
 # Area rules (fake NVML, node images, control plane) live beside their sources.
 include $(sort $(wildcard sandbox/*/rules.mk))
 
 # --- Python environment (pinned in requirements*.txt) and the collection on Ansible's path
-$(VENV)/.stamp: requirements.txt requirements-test.txt | host-packages
-	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -r requirements-test.txt
+# Built where it stays (a venv's scripts name their own path), one build at a time (flock: two clones may ask at
+# once), and only marked done when pip finished: a half-built one is made again.
+$(VENV_CACHE)/.stamp: | host-packages
+	@mkdir -p $(CACHE_DIR)/venv; exec 9>$(VENV_CACHE).lock; flock -w 900 9; \
+	if [ -f $@ ]; then exit 0; fi; \
+	echo "venv: building $(VENV_CACHE) (key: Python $$(python3 -c 'import platform; print(platform.python_version())') and $(VENV_INPUTS))"; \
+	rm -rf $(VENV_CACHE) && python3 -m venv $(VENV_CACHE) && \
+	$(VENV_CACHE)/bin/pip install -q --upgrade pip && \
+	$(VENV_CACHE)/bin/pip install -q -r requirements-test.txt && \
 	touch $@
 
 COLLECTIONS := $(BUILD)/collections
@@ -47,7 +63,9 @@ $(COLLECTION_LINK):
 	ln -sfn $(ROOT) $@
 
 .PHONY: venv
-venv: $(VENV)/.stamp $(COLLECTION_LINK)
+# .venv is a link to the cached venv of the current key (a directory left by an older checkout is replaced)
+venv: $(VENV_CACHE)/.stamp $(COLLECTION_LINK)
+	@if [ "$$(readlink $(VENV) 2>/dev/null)" != "$(VENV_CACHE)" ]; then rm -rf $(VENV) && ln -sfn $(VENV_CACHE) $(VENV); fi
 
 # --- Static checks: ansible-test needs the collection at a real ansible_collections/NS/NAME path, so it runs on a copy
 SANITY_TREE := $(BUILD)/sanity/ansible_collections/kubegpu/cluster

@@ -13,6 +13,7 @@ containerd2: $(CONTAINERD2_BIN)
 
 $(CONTAINERD2_BIN):
 	mkdir -p $(CONTAINERD2_DIR)/bin
-	GOBIN=$(CONTAINERD2_DIR)/bin GOMODCACHE=$(CACHE_DIR)/go/mod GOCACHE=$(CACHE_DIR)/go/build GOFLAGS=-mod=mod \
+	mkdir -p $(GO_TMP)
+	GOBIN=$(CONTAINERD2_DIR)/bin $(GO_ENV) GOFLAGS=-mod=mod \
 	  nice -n 10 go install -trimpath -ldflags='-s -w' github.com/containerd/containerd/v2/cmd/containerd@v$(CONTAINERD2_VERSION)
 	$@ --version | grep -q ' $(CONTAINERD2_VERSION)'

@@ -14,8 +14,21 @@ FAKENVML_PY = $(if $(wildcard $(PY)),$(PY),python3)
 
 .PHONY: fakenvml fakenvml-check-profiles check-profiles fakenvml-test fakenvml-clean
 
+# Cached under $(CACHE_DIR)/fakenvml/<key>, the key a hash of the sources and the compiler: a fresh clone copies the
+# library in (touched, so that the area's Makefile, which the tests also run, finds it newer than the sources).
+FAKENVML_KEY = $(shell { cc --version 2>/dev/null | head -1; cd $(FAKENVML_SRC) && cat *.c *.h exports.map Makefile; } \
+	| sha256sum | cut -c1-16)
 fakenvml:
-	$(MAKE) -C $(FAKENVML_SRC) BUILD_DIR=$(FAKENVML_BUILD)
+	@key=$(FAKENVML_KEY); cached=$(CACHE_DIR)/fakenvml/$$key; \
+	if [ -f $$cached/libnvidia-ml.so.1 ]; then \
+	  mkdir -p $(FAKENVML_BUILD) && cp -f $$cached/libnvidia-ml.so.1 $(FAKENVML_BUILD)/ && touch $(FAKENVML_LIB) && \
+	  ln -sf libnvidia-ml.so.1 $(FAKENVML_BUILD)/libnvidia-ml.so; \
+	  echo "fakenvml: $(FAKENVML_LIB) from the cache ($$key)"; \
+	else \
+	  $(MAKE) --no-print-directory -C $(FAKENVML_SRC) BUILD_DIR=$(FAKENVML_BUILD) && \
+	  mkdir -p $$cached && cp -f $(FAKENVML_LIB) $$cached/libnvidia-ml.so.1.tmp && \
+	  mv -f $$cached/libnvidia-ml.so.1.tmp $$cached/libnvidia-ml.so.1; \
+	fi
 
 fakenvml-check-profiles:
 	$(FAKENVML_PY) $(FAKENVML_SRC)/check_profiles.py $(FAKENVML_PROFILES)

@@ -14,7 +14,8 @@ nvidia-ctk: $(NVIDIA_CTK_BIN)
 
 $(NVIDIA_CTK_BIN):
 	mkdir -p $(NVIDIA_CTK_DIR)/bin
-	GOBIN=$(NVIDIA_CTK_DIR)/bin GOMODCACHE=$(CACHE_DIR)/go/mod GOCACHE=$(CACHE_DIR)/go/build GOFLAGS=-mod=mod \
+	mkdir -p $(GO_TMP)
+	GOBIN=$(NVIDIA_CTK_DIR)/bin $(GO_ENV) GOFLAGS=-mod=mod \
 	  nice -n 10 go install -trimpath -ldflags='-s -w' \
 	  github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk@v$(NVIDIA_CTK_VERSION)
 	$@ runtime configure --help >/dev/null

@@ -21,8 +21,9 @@ nvlibprobe: $(NVLIBPROBE_BIN)
 $(NVLIBPROBE_BIN): $(NVLIBPROBE_SRC)/main.go $(NVLIBPROBE_SRC)/go.mod $(NVLIBPROBE_SRC)/go.sum
 	@test -n "$(NVLIBPROBE_VERSIONS)" || { echo "nvlibprobe: no go-nvlib/go-nvml pins in $(NVLIBPROBE_SRC)/go.mod" >&2; exit 1; }
 	mkdir -p $(NVLIBPROBE_DIR)
+	mkdir -p $(GO_TMP)
 	cd $(NVLIBPROBE_SRC) && CGO_ENABLED=1 CGO_CFLAGS='-O2 -Wno-deprecated-declarations' \
-	  GOMODCACHE=$(CACHE_DIR)/go/mod GOCACHE=$(CACHE_DIR)/go/build GOFLAGS=-mod=readonly \
+	  $(GO_ENV) GOFLAGS=-mod=readonly \
 	  nice -n 10 go build -trimpath -o $@.tmp .
 	LD_LIBRARY_PATH=/nonexistent FAKE_NVML_PROFILE=/nonexistent $@.tmp | grep -q '"init":'
 	mv -f $@.tmp $@

@@ -33,10 +33,12 @@ fi
 
 export GOCACHE=${GOCACHE_OVERRIDE:-$CACHE_DIR/go/build}
 export GOMODCACHE=${GOMODCACHE_OVERRIDE:-$CACHE_DIR/go/mod}
+# a TMPDIR of the build's own, as the Makefile's GO_ENV (a stray header in /tmp must not reach a compiler)
+export TMPDIR=$CACHE_DIR/go/tmp
 export GOFLAGS="-mod=mod -buildvcs=false"
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0
-mkdir -p "$bin" "$src" "$GOCACHE" "$GOMODCACHE"
+mkdir -p "$bin" "$src" "$GOCACHE" "$GOMODCACHE" "$TMPDIR"
 
 start=$(date +%s)
 minor=${KUBE_VERSION#*.}
