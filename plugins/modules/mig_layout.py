@@ -192,10 +192,10 @@ def _show(layout):
 
 def work(params, check_mode, want_diff):
     if params["config_file"]:
-        option, document = "config_file", _read_config(params["config_file"])
+        option, document = "config_file %s" % params["config_file"], _read_config(params["config_file"])
     else:
         option, document = "config", params["config"]
-    entries = mig_config.select(mig_config.load(document, option=option), params["name"], option="name")
+    entries = mig_config.select(mig_config.load(document, option=option), params["name"], option="name", source=option)
     before = gather_gpu_facts(pynvml)
     if before["nvml"]["status"] != "ok":
         raise mig_apply.MigError("NVML does not answer on this host (%s: %s); check the driver with gpu_facts"
@@ -212,15 +212,21 @@ def work(params, check_mode, want_diff):
         pynvml.nvmlInit()
         try:
             mig_apply.check_steps(pynvml, changing)  # every GPU's layout fits before any GPU is touched (and in check mode)
-            for step in ([] if check_mode else changing):
-                outcomes[step["index"]] = mig_apply.apply_step(pynvml, step)
+            for step in changing:
+                if check_mode:
+                    # what the run would report: a mode switch that the GPU cannot make without a reset or a reboot
+                    # (where NVML cannot say whether it can, one that may need it)
+                    waits = mig_apply.mode_switch_waits(pynvml, step["index"]) if step["mode_change"] else False
+                    outcomes[step["index"]] = {"reset_required": step["mode_change"] and waits is not False}
+                else:
+                    outcomes[step["index"]] = mig_apply.apply_step(pynvml, step)
         finally:
             pynvml.nvmlShutdown()
         if not check_mode:
             after = gather_gpu_facts(pynvml)
     plan = []
     for step in steps:
-        reset = outcomes.get(step["index"], {}).get("reset_required", False) if not check_mode else step["mode_change"]
+        reset = outcomes.get(step["index"], {}).get("reset_required", False)
         plan.append(dict((k, step[k]) for k in ("index", "name", "action", "current", "wanted", "mode_change", "why")))
         plan[-1]["reset_required"] = bool(reset)
     result = {"changed": bool(changing), "plan": plan, "reset_required": [p["index"] for p in plan if p["reset_required"]],

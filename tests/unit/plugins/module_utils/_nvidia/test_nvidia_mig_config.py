@@ -5,6 +5,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 import pytest
 import yaml
 
@@ -150,6 +152,26 @@ def one(entry, **more):
     configs = {"a": [entry]}
     configs.update(more)
     return {"version": "v1", "mig-configs": configs}
+
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "fixtures", "mig")
+SHIPPED = sorted(name for name in os.listdir(FIXTURES) if name.endswith(".yaml"))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_named_config_of_nvidias_default_files_loads(name):
+    """NVIDIA's GPU Operator and mig-parted default configs (restated in tests/fixtures/mig) load whole, and each of
+    their layouts can be selected; they hold Blackwell's names, for which the reader once refused the whole file."""
+    with open(os.path.join(FIXTURES, name), encoding="utf-8") as handle:
+        document = yaml.safe_load(handle)
+    configs = mig_config.load(document, option="config_file " + name)
+    assert sorted(configs) == sorted(document["mig-configs"]) and len(configs) > 80
+    for layout in configs:
+        assert mig_config.select(configs, layout) is configs[layout]
+    profiles = set(p for entries in document["mig-configs"].values() for e in entries for p in e.get("mig-devices") or {})
+    assert set(["1g.24gb+gfx", "1g.24gb+me.all", "1g.24gb-me", "1g.10gb+me", "7g.80gb"]) <= profiles
+    balanced = configs["all-balanced"]
+    assert all(entry["device_filter"] and None not in entry["device_filter"] for entry in balanced)
 
 
 def test_what_mig_parted_reads_loads_the_same():
