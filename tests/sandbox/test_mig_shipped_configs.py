@@ -15,6 +15,8 @@ import sys
 import pytest
 import yaml
 
+import fake_pci_bus
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROFILES = os.path.join(ROOT, "sandbox", "profiles")
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "mig")
@@ -56,28 +58,11 @@ def layouts():
     return found
 
 
-def pci_tree(profile, folder):
-    """The profile's GPUs as /sys/bus/pci/devices shows them (the files gpu_facts reads: _host.pci_gpus)."""
-    os.makedirs(folder)
-    for device in profile["devices"]:
-        domain, rest = device["pci_bus_id"].lower().split(":", 1)
-        address = os.path.join(folder, "%04x:%s" % (int(domain, 16), rest))
-        os.makedirs(address)
-        ids = int(device["pci_device_id"], 16)
-        values = {"vendor": ids & 0xFFFF, "device": ids >> 16, "class": 0x030200}
-        if device.get("pci_subsystem_id"):
-            sub = int(device["pci_subsystem_id"], 16)
-            values.update(subsystem_vendor=sub & 0xFFFF, subsystem_device=sub >> 16)
-        for name, value in values.items():
-            with open(os.path.join(address, name), "w", encoding="utf-8") as handle:
-                handle.write("0x%04x\n" % value)
-
-
 def run_worker(fake_nvml_dir, tmp_path, profile_name, steps):
     state = str(tmp_path / "mig-state.json")
     pci = str(tmp_path / "pci")
     if not os.path.isdir(pci):
-        pci_tree(_profile(profile_name), pci)
+        fake_pci_bus.write(_profile(profile_name), pci)
     job = {"profile": os.path.join(PROFILES, profile_name + ".json"), "state": state, "pci": pci, "steps": steps}
     env = dict(os.environ, LD_LIBRARY_PATH=str(fake_nvml_dir), FAKE_NVML_PROFILE=job["profile"],
                FAKE_NVML_MIG_STATE=state,
