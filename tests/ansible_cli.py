@@ -61,14 +61,14 @@ def _host_result(returncode, stdout, stderr):
         raise AssertionError("no JSON result from ansible (rc %s):\n%s\n%s" % (returncode, stdout, stderr)) from exc
 
 
-def run_module(name, args=None, check=False, diff=False, env=None, timeout=600):
+def run_module(name, args=None, check=False, diff=False, env=None, timeout=600, prefix=()):
     """``ansible localhost -m name -a args``; returns (exit code, the host's result).
 
     The environment is this process's, without the fake NVML's variables (a test passes them in ``env`` when it wants
-    the fake library), plus ``env``.
+    the fake library), plus ``env``. ``prefix``: a command that runs the ``ansible`` command line (fake_pci_bus.prefix).
     """
     command, environ = _command(name, args, check, diff, env)
-    proc = subprocess.run(command, env=environ, capture_output=True, text=True, check=False, cwd=ROOT, timeout=timeout)
+    proc = subprocess.run(list(prefix) + command, env=environ, capture_output=True, text=True, check=False, cwd=ROOT, timeout=timeout)
     return proc.returncode, _host_result(proc.returncode, proc.stdout, proc.stderr)
 
 

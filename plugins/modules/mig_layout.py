@@ -14,13 +14,20 @@ short_description: Apply a MIG layout, written in NVIDIA mig-parted's config for
 version_added: 0.2.0
 description:
   - Reads the host's GPUs through NVML, picks the layout O(name) of O(config) (mig-parted's C(version) C(v1) format,
-    checked as mig-parted checks it), and, per GPU the layout names, turns MIG mode on or off and destroys and creates
-    GPU and compute instances until the GPU has exactly the asked MIG devices. A GPU that already has them is not
-    touched; a GPU no entry of the layout matches is left alone.
+    checked as mig-parted v0.15.0 checks a file when it reads it), and, per GPU the layout names, turns MIG mode on or
+    off and destroys and creates GPU and compute instances until the GPU has exactly the asked MIG devices. A GPU that
+    already has them is not touched; a GPU no entry of the layout matches is left alone.
+  - Profile names are checked for their format when the config is read (any slice count, attributes after C(+) or
+    C(-)), so a file with layouts for other GPU families, such as NVIDIA's default configs, loads; a name is checked
+    against a GPU's own profiles when the selected layout is planned for that GPU.
+  - Where an entry has C(devices) C(all), a GPU that is not MIG capable is skipped (the plan's C(why) says so), as mig-parted skips
+    it; the others get the layout.
   - Where a GPU cannot switch MIG mode at once (NVML's pending mode differs from the current one until a GPU reset or
     a reboot), the module sets the mode and reports RV(reset_required); a run after the reset creates the instances.
-  - Stops before any change when the layout cannot be applied (a GPU that is not MIG capable, a profile the GPU does
-    not offer, devices that do not fit together), naming every such GPU. When NVML refuses midway (a GPU instance in
+    Check mode reports the same, from what NVML says of the GPU (passed through to a VM, the switch waits; on bare
+    metal it is made at once).
+  - Stops before any change when the layout cannot be applied (a GPU that is not MIG capable named by its index with
+    MIG enabled, a profile the GPU does not offer, devices that do not fit together), naming every such GPU. When NVML refuses midway (a GPU instance in
     use), the GPU's previous MIG devices are created again and the error says so.
   - Sets the fact C(gpu) (C(ansible_facts['gpu']), as M(kubegpu.cluster.gpu_facts) returns it) read after the change,
     so that later tasks (the device plugin's expectations) see the new layout.
@@ -47,7 +54,7 @@ requirements:
 attributes:
   check_mode:
     support: full
-    details: Reads the GPUs and returns the plan, the diff and RV(predicted), changing nothing.
+    details: Reads the GPUs and returns the plan, the diff, RV(predicted) and RV(reset_required), changing nothing.
   diff_mode:
     support: full
     details: Each changed GPU's MIG mode and devices before and after.
@@ -64,6 +71,9 @@ notes:
     R(kubegpu.cluster.mig,ansible_collections.kubegpu.cluster.mig_role) role stops them first.
   - Compared with mig-parted, the instances' placements are chosen before any is created, from the placements NVML
     offers, instead of trying orderings of the devices; a count of 0 is the same as leaving a profile out.
+  - Stricter than mig-parted on purpose, in the selected layout only, where mig-parted reads an entry that can never
+    do what it says - a C(device-filter) that is not a PCI device id or a negative GPU index (they match no GPU), an
+    empty C(mig-enabled) (read as false, which turns MIG off) - the module refuses it, naming the field.
 seealso:
   - name: mig-parted
     description: NVIDIA's MIG partition editor, whose config format this module reads.
@@ -114,7 +124,8 @@ plan:
       description: Whether the GPU's current MIG mode changes (a GPU reset, or a reboot, where it cannot switch at once).
       type: bool
     reset_required:
-      description: Whether the GPU waits for a reset or reboot to take the new MIG mode (after this run).
+      description: Whether the GPU waits for a reset or reboot to take the new MIG mode (after this run; in check
+        mode, after the run would set it).
       type: bool
     why:
       description: Why a GPU is left alone or refused; null otherwise.
@@ -123,7 +134,8 @@ plan:
             "reset_required": false, "current": {"mig_enabled": true, "mig_devices": {"7g.80gb": 1}},
             "wanted": {"mig_enabled": true, "mig_devices": {"1g.10gb": 2, "2g.20gb": 2}}, "why": null}]
 reset_required:
-  description: The indexes of the GPUs that wait for a GPU reset or a reboot to switch MIG mode.
+  description: The indexes of the GPUs that wait for a GPU reset or a reboot to switch MIG mode (in check mode, those
+    that would).
   returned: always
   type: list
   elements: int
@@ -192,10 +204,10 @@ def _show(layout):
 
 def work(params, check_mode, want_diff):
     if params["config_file"]:
-        option, document = "config_file", _read_config(params["config_file"])
+        option, document = "config_file %s" % params["config_file"], _read_config(params["config_file"])
     else:
         option, document = "config", params["config"]
-    entries = mig_config.select(mig_config.load(document, option=option), params["name"], option="name")
+    entries = mig_config.select(mig_config.load(document, option=option), params["name"], option="name", source=option)
     before = gather_gpu_facts(pynvml)
     if before["nvml"]["status"] != "ok":
         raise mig_apply.MigError("NVML does not answer on this host (%s: %s); check the driver with gpu_facts"
@@ -212,15 +224,21 @@ def work(params, check_mode, want_diff):
         pynvml.nvmlInit()
         try:
             mig_apply.check_steps(pynvml, changing)  # every GPU's layout fits before any GPU is touched (and in check mode)
-            for step in ([] if check_mode else changing):
-                outcomes[step["index"]] = mig_apply.apply_step(pynvml, step)
+            for step in changing:
+                if check_mode:
+                    # what the run would report: a mode switch that the GPU cannot make without a reset or a reboot
+                    # (where NVML cannot say whether it can, one that may need it)
+                    waits = mig_apply.mode_switch_waits(pynvml, step["index"]) if step["mode_change"] else False
+                    outcomes[step["index"]] = {"reset_required": step["mode_change"] and waits is not False}
+                else:
+                    outcomes[step["index"]] = mig_apply.apply_step(pynvml, step)
         finally:
             pynvml.nvmlShutdown()
         if not check_mode:
             after = gather_gpu_facts(pynvml)
     plan = []
     for step in steps:
-        reset = outcomes.get(step["index"], {}).get("reset_required", False) if not check_mode else step["mode_change"]
+        reset = outcomes.get(step["index"], {}).get("reset_required", False)
         plan.append(dict((k, step[k]) for k in ("index", "name", "action", "current", "wanted", "mode_change", "why")))
         plan[-1]["reset_required"] = bool(reset)
     result = {"changed": bool(changing), "plan": plan, "reset_required": [p["index"] for p in plan if p["reset_required"]],

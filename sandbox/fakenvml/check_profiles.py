@@ -51,7 +51,8 @@ RETURN_CODES = ['UNINITIALIZED', 'INVALID_ARGUMENT', 'NOT_SUPPORTED', 'NO_PERMIS
 TOP_KEYS = ['description', 'driver_version', 'nvml_version', 'cuda_driver_version', 'errors', 'devices']
 DEVICE_KEYS = ['name', 'uuid', 'serial', 'pci_bus_id', 'pci_device_id', 'pci_subsystem_id', 'memory_total_mib',
                'compute_capability', 'architecture', 'brand', 'persistence_mode', 'minor_number',
-               'multiprocessor_count', 'numa_node', 'event_types', 'xid_events', 'nvlinks', 'fabric', 'mig', 'errors']
+               'multiprocessor_count', 'numa_node', 'event_types', 'xid_events', 'nvlinks', 'fabric', 'mig', 'errors',
+               'virtualization_mode']
 FABRIC_KEYS = ['cluster_uuid', 'clique_id', 'state', 'status', 'health_mask']
 FABRIC_STATES = ['not_supported', 'not_started', 'in_progress', 'completed']
 NVLINK_MAX_LINKS = 36
@@ -60,6 +61,7 @@ EVENT_TYPES = ['single_bit_ecc', 'double_bit_ecc', 'pstate', 'xid_critical', 'cl
                'mig_config_change']
 MIG_KEYS = ['capable', 'current', 'pending', 'max_devices', 'mode_change', 'devices']
 MODE_CHANGES = ['immediate', 'reset']
+VIRTUALIZATION_MODES = ['none', 'passthrough', 'vgpu', 'host_vgpu', 'host_vsga']
 MIG_DEVICE_KEYS = ['uuid', 'profile', 'gpu_instance_slices', 'compute_instance_slices', 'memory_mib',
                    'multiprocessor_count', 'gpu_instance_id', 'compute_instance_id', 'copy_engine_count',
                    'decoder_count', 'encoder_count', 'jpeg_count', 'ofa_count', 'gpu_instance_profile',
@@ -340,6 +342,8 @@ def _device(obj, base, index, known):
         raise ProfileError(_join(base, 'compute_capability'), 'not of the form MAJOR.MINOR (e.g. 7.0)')
     _enum(obj, base, 'architecture', 'architecture', ARCHITECTURES)
     _enum(obj, base, 'brand', 'brand', BRANDS)
+    if 'virtualization_mode' in obj:
+        _enum(obj, base, 'virtualization_mode', 'virtualization mode', VIRTUALIZATION_MODES)
     _boolean(obj, base, 'persistence_mode', False)
     minor = _integer(obj, base, 'minor_number', False, 0, 65535, default=index)
     _integer(obj, base, 'multiprocessor_count', False, 0, 65535)

@@ -47,6 +47,7 @@ const char *const fake_api_names[] = {
     "nvmlDeviceGetUUID",
     "nvmlDeviceGetSerial",
     "nvmlDeviceGetBrand",
+    "nvmlDeviceGetVirtualizationMode",
     "nvmlDeviceGetMinorNumber",
     "nvmlDeviceGetMemoryInfo",
     "nvmlDeviceGetMemoryInfo_v2",
@@ -578,6 +579,19 @@ static nvmlReturn_t get_brand(nvmlDevice_t h, nvmlBrandType_t *type)
 API nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type)
 {
     LOCKED(get_brand(device, type));
+}
+
+/* The profile's virtualization_mode (none: bare metal); a MIG handle answers its GPU's. */
+static nvmlReturn_t get_virtualization_mode(nvmlDevice_t h, nvmlGpuVirtualizationMode_t *mode)
+{
+    DEV_PROLOGUE(h, mode, "nvmlDeviceGetVirtualizationMode");
+    *mode = h->is_mig ? h->parent->virtualization_mode : h->virtualization_mode;
+    return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, nvmlGpuVirtualizationMode_t *pVirtualMode)
+{
+    LOCKED(get_virtualization_mode(device, pVirtualMode));
 }
 
 static nvmlReturn_t get_minor(nvmlDevice_t h, unsigned int *minor)

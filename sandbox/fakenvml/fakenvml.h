@@ -88,12 +88,14 @@ struct nvmlDevice_st {
     int cc_major, cc_minor;
     nvmlDeviceArchitecture_t architecture;
     nvmlBrandType_t brand;
+    nvmlGpuVirtualizationMode_t virtualization_mode;  /* GPUs only; a MIG handle answers its GPU's */
     int persistence_mode;
     unsigned int minor_number;
     unsigned int multiprocessor_count;
     /* MIG parent state (GPUs only) */
     int mig_capable, mig_current, mig_pending;
-    int mig_reset_required;          /* mig.mode_change "reset": nvmlDeviceSetMigMode only sets the pending mode */
+    int mig_reset_required;          /* mig.mode_change "reset" (default where virtualization_mode is passthrough):
+                                      * nvmlDeviceSetMigMode only sets the pending mode */
     unsigned int mig_max_devices;
     struct nvmlDevice_st *mig_first;  /* the GPU's mig_max_devices MIG device slots */
     struct fake_gi *gis;             /* the GPU's mig_max_devices GPU instance entries */

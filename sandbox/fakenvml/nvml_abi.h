@@ -63,6 +63,12 @@ typedef unsigned int nvmlBrandType_t;
 #define NVML_BRAND_GEFORCE_RTX 15u
 #define NVML_BRAND_TITAN_RTX 16u
 
+/* nvmlGpuVirtualizationMode_t, NVML_GPU_VIRTUALIZATION_MODE_* (nvml.h; pynvml reads it into a c_ulonglong, whose
+ * low half this enum fills on x86-64) */
+typedef unsigned int nvmlGpuVirtualizationMode_t;
+#define NVML_GPU_VIRTUALIZATION_MODE_NONE 0u
+#define NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH 1u
+
 /* _nvmlDeviceArchitecture_t = c_uint, NVML_DEVICE_ARCH_* */
 typedef unsigned int nvmlDeviceArchitecture_t;
 #define NVML_DEVICE_ARCH_KEPLER 2u

@@ -108,7 +108,17 @@ static const char *const top_keys[] = {
 static const char *const device_keys[] = {
     "name", "uuid", "serial", "pci_bus_id", "pci_device_id", "pci_subsystem_id", "memory_total_mib",
     "compute_capability", "architecture", "brand", "persistence_mode", "minor_number",
-    "multiprocessor_count", "numa_node", "event_types", "xid_events", "nvlinks", "fabric", "mig", "errors", NULL,
+    "multiprocessor_count", "numa_node", "event_types", "xid_events", "nvlinks", "fabric", "mig", "errors",
+    "virtualization_mode", NULL,
+};
+/* NVML_GPU_VIRTUALIZATION_MODE_* by the names profiles use */
+static const struct name_value virtualization_names[] = {
+    {"none", 0},
+    {"passthrough", 1},
+    {"vgpu", 2},
+    {"host_vgpu", 3},
+    {"host_vsga", 4},
+    {NULL, 0},
 };
 static const char *const fabric_keys[] = {
     "cluster_uuid", "clique_id", "state", "status", "health_mask", NULL,
@@ -591,6 +601,8 @@ static int parse_mig(struct ctx *c, json_t *dev, const char *base, struct nvmlDe
     if (get_int(c, mig, mbase, "max_devices", 0, 1, FAKE_MIG_MAX_DEVICES, &v) < 0)
         return -1;
     d->mig_max_devices = d->mig_capable ? (unsigned int)v : 0;
+    /* a GPU passed through to a VM cannot be reset by the driver: nvml.h, nvmlDeviceSetMigMode */
+    d->mig_reset_required = d->virtualization_mode == NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH;
     if (json_object_get(mig, "mode_change") != NULL) {
         unsigned int mode_change = 0;
 
@@ -837,6 +849,10 @@ static int parse_device(struct ctx *c, json_t *obj, const char *base, unsigned i
     if (get_enum(c, obj, base, "architecture", "architecture", arch_names, &d->architecture) < 0)
         return -1;
     if (get_enum(c, obj, base, "brand", "brand", brand_names, &d->brand) < 0)
+        return -1;
+    if (json_object_get(obj, "virtualization_mode") != NULL
+        && get_enum(c, obj, base, "virtualization_mode", "virtualization mode", virtualization_names,
+                    &d->virtualization_mode) < 0)
         return -1;
     if (get_bool(c, obj, base, "persistence_mode", 0, &d->persistence_mode) < 0)
         return -1;

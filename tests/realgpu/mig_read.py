@@ -4,6 +4,8 @@
 Run on a machine with a real NVIDIA GPU (tests/realgpu/record.sh). Nothing here changes the GPU: no MIG mode switch,
 no instance created or destroyed. Recorded per GPU:
 - ``mig_mode``: current and pending, or the NVML error;
+- ``virtualization_mode``: ``nvmlDeviceGetVirtualizationMode`` (1: passed through to a VM, where a MIG mode switch
+  waits for a reboot; 0: bare metal), or the NVML error;
 - ``gpu_instance_profiles``: for every GPU instance profile constant, NVML's version-1 info (what go-nvlib and our
   reader call) and the versioned info's ``name`` (NVML's own name for the profile, ``MIG 1g.18gb``), or the error;
 - ``possible_placements``: per profile id, what ``nvmlDeviceGetGpuInstancePossiblePlacements`` offers;
@@ -34,6 +36,10 @@ def gpu(index):
     out = {"index": index, "name": plain(pynvml.nvmlDeviceGetName(handle))}
     total = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
     out["memory_total_bytes"] = total
+    try:
+        out["virtualization_mode"] = int(pynvml.nvmlDeviceGetVirtualizationMode(handle))
+    except pynvml.NVMLError as exc:
+        out["virtualization_mode"] = error(exc)
     try:
         out["mig_mode"] = list(pynvml.nvmlDeviceGetMigMode(handle))
     except pynvml.NVMLError as exc:

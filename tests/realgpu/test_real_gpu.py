@@ -149,14 +149,18 @@ def mig_layout_check(name, layouts=None):
     return json.loads(proc.stdout)
 
 
-def test_mig_layout_check_mode_plans_h200_layouts_and_refuses_what_cannot_be(facts):
+def test_mig_layout_check_mode_plans_h200_layouts_and_refuses_what_cannot_be(facts, mig):
     if not any(d["mig"]["capable"] for d in facts["devices"]):
         pytest.skip("no MIG capable GPU on this machine (%s)" % [d["name"] for d in facts["devices"]])
+    # a switch waits for a reboot where NVML says the GPU is passed through to a VM (or a vGPU guest), nvml.h
+    waits = [g["index"] for g in mig["gpus"] if g.get("virtualization_mode") in (1, 2)]
     for name in ("write-up", "all-1g"):
         result = mig_layout_check(name)
         assert not result.get("failed"), result
         assert result["changed"] is True or facts["devices"][0]["mig"]["current"], result
         assert "diff" in result
+        switching = [p["index"] for p in result["plan"] if p["mode_change"]]
+        assert result["reset_required"] == [i for i in switching if i in waits], (result["reset_required"], mig)
     for name, words in (("a100-names", "1g.10gb"), ("two-me", "room for 1"), ("too-big", "do not fit together")):
         result = mig_layout_check(name)
         assert result.get("failed") and words in result["msg"], (name, result)

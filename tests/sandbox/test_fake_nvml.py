@@ -389,6 +389,7 @@ BROKEN = [
     ('devices[0].compute_capability', 'not of the form MAJOR.MINOR', _profile(device={'compute_capability': '7'})),
     ('devices[0].architecture', "unknown architecture 'fermi'", _profile(device={'architecture': 'fermi'})),
     ('devices[0].brand', "unknown brand 'radeon'", _profile(device={'brand': 'radeon'})),
+    ('devices[0].virtualization_mode', "unknown virtualization mode 'vm'", _profile(device={'virtualization_mode': 'vm'})),
     ('devices[0].serial', 'longer than 29 characters', _profile(device={'serial': '1' * 30})),
     ('errors.nvmlDeviceGetFanSpeed', 'unknown NVML function', _profile(errors={'nvmlDeviceGetFanSpeed': 'UNKNOWN'})),
     ('errors.nvmlInit', "unknown NVML return code 'BROKEN'", _profile(errors={'nvmlInit': 'BROKEN'})),
@@ -449,6 +450,38 @@ def test_broken_profiles_name_the_field(nvml, tmp_path, path, problem, profile):
     assert '\n' not in seen['error_string']
     # the Python checker reports the same line, without the "fake NVML: " prefix
     assert 'fake NVML: ' + CHECKER.check_file(str(target)) == seen['error_string']
+
+
+def test_the_virtualization_mode_tells_whether_a_mig_mode_switch_waits_for_a_reset(nvml, tmp_path):
+    """nvmlDeviceGetVirtualizationMode answers the profile's virtualization_mode (a MIG handle its GPU's), and a GPU
+    passed through to a VM switches MIG mode only at the next reset unless its profile says otherwise (nvml.h,
+    nvmlDeviceSetMigMode)."""
+    mig = {'capable': True, 'max_devices': 7}
+    cases = [({}, 0, 1), ({'virtualization_mode': 'passthrough'}, 1, 0),
+             ({'virtualization_mode': 'passthrough', 'mig': dict(mig, mode_change='immediate')}, 1, 1),
+             ({'virtualization_mode': 'host_vgpu'}, 3, 1), ({'mig': dict(mig, mode_change='reset')}, 0, 0)]
+    code = textwrap.dedent('''
+        import json, pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        mode = pynvml.nvmlDeviceGetVirtualizationMode(h)
+        pynvml.nvmlDeviceSetMigMode(h, 1)
+        print(json.dumps([mode, pynvml.nvmlDeviceGetMigMode(h)[0]]))
+    ''')
+    for i, (device, mode, current_after) in enumerate(cases):
+        device = dict({'mig': mig}, **device)
+        target = tmp_path / ('p%d.json' % i)
+        target.write_text(json.dumps(_profile(device=device)), encoding='utf-8')
+        proc = nvml.run(target, code.replace('pynvml.nvmlInit()', 'import os; os.environ["FAKE_NVML_MIG_STATE"] = %r\n'
+                                             'pynvml.nvmlInit()' % str(tmp_path / ('state%d.json' % i))))
+        assert json.loads(proc.stdout) == [mode, current_after], device
+    seen = nvml.json(PROFILES_DIR / 'a100x8-mig-mixed.json', textwrap.dedent('''
+        import json, pynvml
+        pynvml.nvmlInit()
+        mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(pynvml.nvmlDeviceGetHandleByIndex(0), 0)
+        print(json.dumps(pynvml.nvmlDeviceGetVirtualizationMode(mig)))
+    '''))
+    assert seen == 0
 
 
 def test_duplicate_keys_are_rejected(nvml, tmp_path):

@@ -10,6 +10,7 @@ import shutil
 
 import pytest
 
+import fake_pci_bus
 from ansible_cli import run_module
 from sandbox.fakenvml import mig_state
 from sandbox.k8s.devsim import rules
@@ -17,6 +18,7 @@ from sandbox.k8s.devsim.watcher import read_node_profile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROFILES = os.path.join(ROOT, "sandbox", "profiles")
+GPU_OPERATOR = os.path.join(ROOT, "tests", "fixtures", "mig", "gpu-operator-v26.7.0-default-mig-config.yaml")
 WRITE_UP = {"1g.10gb": 2, "2g.20gb": 2}  # the custom layout of the write-up this project grew from
 CONFIG = {"version": "v1", "mig-configs": {
     "write-up": [{"devices": [0], "mig-enabled": True, "mig-devices": WRITE_UP},
@@ -40,19 +42,30 @@ def node(fake_nvml_dir, tmp_path):
     class Node:
         state = str(state_dir / "mig-state.json")
         profile = None
+        bus = ()  # the command prefix that shows the module the profile's GPUs on the PCI bus (on_bus)
 
         def use(self, profile_name):
             self.profile = str(tmp_path / (profile_name + ".json"))
             shutil.copy(os.path.join(PROFILES, profile_name + ".json"), self.profile)
             return self
 
+        def on_bus(self):
+            """Show the module the profile's GPUs on the PCI bus, where mig-parted's device filters are matched."""
+            why = fake_pci_bus.why_not()
+            if why:
+                pytest.skip("the layouts under test match GPUs by PCI id, and %s" % why)
+            with open(self.profile, encoding="utf-8") as handle:
+                self.bus = fake_pci_bus.prefix(fake_pci_bus.write(json.load(handle), str(tmp_path / "pci")))
+            return self
+
         def env(self):
             return {"LD_LIBRARY_PATH": str(fake_nvml_dir), "FAKE_NVML_PROFILE": self.profile,
                     "FAKE_NVML_MIG_STATE": self.state}
 
-        def run(self, name, check=False, diff=False, expect_rc=0, config=None):
-            rc, result = run_module("kubegpu.cluster.mig_layout", {"config": config or CONFIG, "name": name},
-                                    check=check, diff=diff, env=self.env())
+        def run(self, name, check=False, diff=False, expect_rc=0, config=None, config_file=None):
+            source = {"config_file": config_file} if config_file else {"config": config or CONFIG}
+            rc, result = run_module("kubegpu.cluster.mig_layout", dict(source, name=name), check=check, diff=diff,
+                                    env=self.env(), prefix=self.bus)
             assert rc == expect_rc, result.get("msg", result)
             return result
 
@@ -82,6 +95,7 @@ def test_the_write_up_layout_is_applied_then_left_alone(node):
     preview = node.run("write-up", check=True, diff=True)
     assert preview["changed"] is True
     assert [p["action"] for p in preview["plan"]] == ["enable", "none"]
+    assert preview["reset_required"] == []  # this A100 switches at once (bare metal), as the run then says
     assert preview["diff"] == {"before": "GPU 0: MIG off\n", "after": "GPU 0: MIG on: 1g.10gb x2, 2g.20gb x2\n"}
     assert not os.path.exists(node.state)  # check mode changed nothing
     assert layout(preview["predicted"]["devices"][0]) == WRITE_UP
@@ -129,14 +143,19 @@ def test_a_layout_that_does_not_fit_is_refused_before_any_change(node):
     assert json.loads(open(node.state, encoding="utf-8").read()) == before
 
 
-def test_a_gpu_that_is_not_mig_capable_is_refused_naming_it(node):
+def test_a_gpu_that_is_not_mig_capable_is_skipped_under_devices_all_and_refused_by_index(node):
     node.use("t4")
-    refused = node.run("all-1g.10gb", expect_rc=2)
+    skipped = node.run("all-1g.10gb")
+    assert skipped["changed"] is False and skipped["plan"][0]["action"] == "none"
+    assert skipped["plan"][0]["why"] == ("Tesla T4 is not MIG capable: skipped, as mig-parted skips such a GPU under "
+                                         "devices: all")
+    refused = node.run("write-up", expect_rc=2)
     assert "nothing was changed" in refused["msg"] and "Tesla T4 is not MIG capable" in refused["msg"], refused["msg"]
 
 
 def test_a_mode_switch_that_waits_for_a_reset_is_reported_and_finished_after_it(node):
     node.use("h100-mig-reset")
+    assert node.run("h100-write-up", check=True)["reset_required"] == [0]  # passed through to a VM: said before
     first = node.run("h100-write-up")
     assert first["changed"] is True and first["reset_required"] == [0]
     assert first["ansible_facts"]["gpu"]["devices"][0]["mig"]["pending"] is True
@@ -166,3 +185,41 @@ def test_a_bad_config_names_the_field(node):
     bad = {"version": "v1", "mig-configs": {"x": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": -1}}]}}
     failed = node.run("x", config=bad, expect_rc=2)
     assert 'config: mig-configs.x[0].mig-devices."1g.10gb"' in failed["msg"], failed["msg"]
+
+
+def test_nvidias_layouts_on_a_mixed_node_skip_the_gpu_without_mig_and_a_rerun_changes_nothing(node):
+    """The GPU Operator's default config file, as the MIG manager reads it: all-balanced (device filters per GPU model)
+    and all-enabled (devices: all) on an A100 + H100 + V100 node. The V100 is left alone, as mig-parted skips it; the
+    others get the layout; check mode said so first; the rerun changes nothing (mig-parted would clear and recreate
+    every MIG GPU, since its assert never passes on the V100)."""
+    node.use("a100-h100-v100-mig-capable").on_bus()
+    balanced = {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+    for name, want, v100_why in (("all-balanced", balanced, "no entry of the config matches"),
+                                 ("all-enabled", {}, "Tesla V100-PCIE-16GB is not MIG capable: skipped")):
+        preview = node.run(name, check=True, config_file=GPU_OPERATOR)
+        applied = node.run(name, config_file=GPU_OPERATOR)
+        assert [p["action"] for p in preview["plan"]] == [p["action"] for p in applied["plan"]]
+        assert [p["action"] for p in applied["plan"]] == ["enable" if name == "all-balanced" else "reconfigure"] * 2 + [
+            "none"]
+        assert preview["reset_required"] == applied["reset_required"] == []
+        assert v100_why in applied["plan"][2]["why"], applied["plan"][2]
+        gpus = applied["ansible_facts"]["gpu"]["devices"]
+        assert [(g["mig"]["current"], layout(g)) for g in gpus] == [(True, want), (True, want), (False, {})]
+        again = node.run(name, config_file=GPU_OPERATOR)
+        assert again["changed"] is False and [p["action"] for p in again["plan"]] == ["none"] * 3
+        if name == "all-balanced":
+            assert node.advertised() == {"nvidia.com/mig-1g.10gb": 4, "nvidia.com/mig-2g.20gb": 2,
+                                         "nvidia.com/mig-3g.40gb": 2, "nvidia.com/gpu": 1}
+    # named by its index, the V100 is refused, before anything changes
+    config = {"version": "v1", "mig-configs": {"v100": [{"devices": [2], "mig-enabled": True, "mig-devices": {}}]}}
+    refused = node.run("v100", config=config, expect_rc=2)
+    assert "GPU 2: Tesla V100-PCIE-16GB is not MIG capable (the config names it by its index" in refused["msg"]
+
+
+def test_a_config_file_error_names_the_file_and_the_field(node, tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("version: v1\nmig-configs:\n  x:\n    - devices: all\n      mig-enabled: true\n"
+                    "      mig-devices: {\"1g.10gb\": 0}\n", encoding="utf-8")
+    failed = node.run("x", config_file=str(path), expect_rc=2)
+    assert failed["msg"] == ("config_file %s: mig-configs.x[0].mig-devices: all counts are 0 (mig-parted: \"all counts "
+                             "for all MigProfiles are 0\"); write {} for MIG on and no instances" % path)

@@ -21,6 +21,11 @@ What NVIDIA's mig-parted does, and what this does:
   (:func:`.naming.mig_profile_name`, ``pkg/nvlib/device/mig_profile.go``).
 - When creating fails, the GPU's instances are cleared and its previous layout is created again (mig-parted only
   clears), and the error names the GPU and NVML's answer.
+- Whether a mode switch waits for a reset, before anything is set (check mode): nvml.h says
+  ``nvmlDeviceSetMigMode`` resets the GPU itself to activate the mode, except "on certain platforms like pass-through
+  virtualization, where reset functionality may not be exposed directly", where a VM reboot is needed and the
+  activation status is ``NVML_ERROR_RESET_REQUIRED``; NVML tells a pass-through GPU by
+  ``nvmlDeviceGetVirtualizationMode`` (:func:`mode_switch_waits`).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,6 +37,9 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import nam
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.nvml import _code_names
 
 MIG_DISABLE = 0  # NVML_DEVICE_MIG_DISABLE
+# nvmlGpuVirtualizationMode_t values where a MIG mode switch cannot reset the GPU by itself: pass-through, and a vGPU
+# guest (nvml.h NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH 1, _VGPU 2; bare metal is 0, a vGPU or vSGA host 3 and 4)
+_NO_RESET_VIRTUALIZATION = (1, 2)
 MIG_ENABLE = 1  # NVML_DEVICE_MIG_ENABLE
 MAX_INSTANCES = 64  # more GPU or compute instances than any GPU has (7 on A100/H100)
 # The compute instance profile constant of each slice count, the plain ones (NVML_COMPUTE_INSTANCE_PROFILE_<n>_SLICE)
@@ -249,8 +257,33 @@ def set_mode(nvml, handle, enabled, label):
     return current == wanted
 
 
-def _layout(nvml, handle, total_bytes, label, mig_devices):
-    table = profile_table(nvml, handle, total_bytes)
+def mode_switch_waits(nvml, index):
+    """Whether a MIG mode switch of GPU ``index`` waits for a GPU reset or a reboot: True on a GPU passed through to a
+    VM (or a vGPU guest), False on bare metal (or a vGPU host), where NVML resets the GPU itself; None where NVML
+    cannot say (an older driver or binding without ``nvmlDeviceGetVirtualizationMode``). Read-only. NVML initialised
+    by the caller."""
+    if not hasattr(nvml, "nvmlDeviceGetVirtualizationMode"):
+        return None
+    try:
+        mode = nvml.nvmlDeviceGetVirtualizationMode(nvml.nvmlDeviceGetHandleByIndex(index))
+    except nvml.NVMLError:
+        return None
+    return int(mode) in _NO_RESET_VIRTUALIZATION
+
+
+def _total_bytes(nvml, handle, label):
+    """The GPU's memory in bytes, which its MIG profiles are named from (go-nvlib getMigMemorySizeGB)."""
+    try:
+        return int(nvml.nvmlDeviceGetMemoryInfo(handle).total)
+    except nvml.NVMLError as exc:
+        raise MigError("%s: NVML does not tell its memory size (%s), from which its MIG profiles are named; no MIG "
+                       "device can be created on it by name" % (label, _code(nvml, exc)))
+
+
+def _layout(nvml, handle, label, mig_devices):
+    if not any(mig_devices.values()):
+        return [], None  # MIG on without instances: nothing to name or place
+    table = profile_table(nvml, handle, _total_bytes(nvml, handle, label))
     try:
         instances = pack(mig_devices, table)
     except MigError as exc:
@@ -280,8 +313,7 @@ def check_steps(nvml, steps):
         if step["action"] in ("none", "refuse", "disable"):
             continue
         handle = nvml.nvmlDeviceGetHandleByIndex(step["index"])
-        total_bytes = int(nvml.nvmlDeviceGetMemoryInfo(handle).total)
-        _layout(nvml, handle, total_bytes, "GPU %s (%s)" % (step["index"], step.get("name") or "unknown"),
+        _layout(nvml, handle, "GPU %s (%s)" % (step["index"], step.get("name") or "unknown"),
                 step["wanted"]["mig_devices"])
 
 
@@ -295,7 +327,6 @@ def apply_step(nvml, step):
     if step["action"] in ("none", "refuse"):
         return outcome
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
-    total_bytes = int(nvml.nvmlDeviceGetMemoryInfo(handle).total)
     wanted = step["wanted"]
     current = step["current"]
     if step["action"] == "disable":
@@ -303,7 +334,7 @@ def apply_step(nvml, step):
             clear(nvml, handle, label)
         outcome["reset_required"] = not set_mode(nvml, handle, False, label)
         return outcome
-    instances, placements = _layout(nvml, handle, total_bytes, label, wanted["mig_devices"])  # refuses before a change
+    instances, placements = _layout(nvml, handle, label, wanted["mig_devices"])  # refuses before a change
     if step["set_mode"]:
         if not set_mode(nvml, handle, True, label):
             outcome["reset_required"] = True  # the instances are created by the run after the reset
@@ -313,16 +344,16 @@ def apply_step(nvml, step):
     try:
         create(nvml, handle, instances, placements, label)
     except MigError as failed:
-        _restore(nvml, handle, total_bytes, label, current, failed)
+        _restore(nvml, handle, label, current, failed)
     return outcome
 
 
-def _restore(nvml, handle, total_bytes, label, current, failed):
+def _restore(nvml, handle, label, current, failed):
     """Clear what was created and create the previous layout again; raise ``failed`` saying whether that worked."""
     try:
         clear(nvml, handle, label)
         if current["mig_enabled"] and current["mig_devices"]:
-            instances, placements = _layout(nvml, handle, total_bytes, label, current["mig_devices"])
+            instances, placements = _layout(nvml, handle, label, current["mig_devices"])
             create(nvml, handle, instances, placements, label)
     except MigError as again:
         raise MigError("%s; restoring the previous MIG devices (%s) failed too: %s"

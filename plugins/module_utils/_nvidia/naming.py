@@ -143,18 +143,87 @@ def mig_profile_name(gpu_instance_profile, compute_instance_profile, memory_mib,
     return "%dc.%dg.%dgb%s" % (c, g, gb, suffix)
 
 
-_PROFILE = re.compile(r"^(?:(?P<c>[0-9]+)c\.)?(?P<g>[0-9]+)g\.(?P<gb>[0-9]+)gb(?P<attrs>[+-].+)?$")
+# A MIG profile name as go-nvlib reads one (pkg/nvlib/device/mig_profile.go, parseMigProfile, the reader mig-parted
+# checks its config files with since v0.5.2, pkg/types/mig_profile.go AssertValidMigProfileFormat): "[<c>c.]<g>g.<gb>gb"
+# then optionally "+" (attributes) or "-" (negative attributes) and a comma-separated list of attribute words. Any whole
+# number is a slice count or size here; whether a GPU has the profile is the GPU's to say.
+_DIGITS = re.compile(r"[0-9]+\Z")
+_ATTRIBUTE_CHARACTERS = re.compile(r"[A-Za-z0-9.]+\Z")
+_INT_MAX = (1 << 63) - 1  # strconv.Atoi on a 64-bit platform
+_FIELD_UNITS = {3: ("c", "g", "gb"), 2: ("g", "gb")}
+
+
+def _profile_field(text, unit):
+    if text.strip() != text:
+        raise ValueError("spaces around %r" % text)
+    if not text.endswith(unit):
+        raise ValueError("%r does not end in %r" % (text, unit))
+    number = text[:-len(unit)]
+    if not _DIGITS.match(number) or int(number) > _INT_MAX:
+        raise ValueError("%r is not a whole number before %r" % (text, unit))
+    return int(number)
+
+
+def _profile_attributes(text):
+    words = text.split(",")
+    for word in words:
+        if not word:
+            raise ValueError("an empty attribute")
+        if words.count(word) > 1:
+            raise ValueError("the attribute %r twice" % word)
+        if word.strip() != word:
+            raise ValueError("spaces around the attribute %r" % word)
+        if word[0] in "0123456789." or word[-1] == ".":
+            raise ValueError("the attribute %r starts with a digit or a dot, or ends with a dot" % word)
+        if not _ATTRIBUTE_CHARACTERS.match(word):
+            raise ValueError("the attribute %r has a character other than letters, digits and dots" % word)
+    return tuple(words)
+
+
+def parse_mig_profile(name):
+    """``(c, g, gb, attributes, negative attributes)`` of a MIG profile name read as go-nvlib reads it (``c`` is ``g``
+    when the name has no ``<c>c.`` part; the attributes are a tuple of words, in the name's order). Raises ValueError
+    saying what is wrong, for a name mig-parted refuses when it reads a config file."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("a MIG profile name is not empty text")
+    if "+" in name and "-" in name:
+        raise ValueError("%r has both + and - attributes" % name)
+    sign = "+" if "+" in name else "-" if "-" in name else ""
+    base, _sep, attributes = name.partition(sign) if sign else (name, "", "")
+    fields = base.split(".", 2)
+    if len(fields) not in _FIELD_UNITS:
+        raise ValueError("%r is not [<c>c.]<g>g.<gb>gb" % name)
+    try:
+        values = [_profile_field(text, unit) for text, unit in zip(fields, _FIELD_UNITS[len(fields)])]
+        words = _profile_attributes(attributes) if sign else ()
+    except ValueError as exc:
+        raise ValueError("%r is not [<c>c.]<g>g.<gb>gb[+<attribute>,...|-<attribute>,...]: %s" % (name, exc))
+    if len(values) == 2:
+        values.insert(0, values[0])
+    c, g, gb = values
+    return (c, g, gb, words, ()) if sign != "-" else (c, g, gb, (), words)
+
+
+def mig_profile_key(name):
+    """What makes two MIG profile names the same profile for go-nvlib (MigProfileInfo.Matches): the slices, the size
+    and the attributes in any order, so ``1c.1g.10gb`` is ``1g.10gb``; ``None`` for a name it cannot read."""
+    try:
+        c, g, gb, attributes, negative = parse_mig_profile(name)
+    except ValueError:
+        return None
+    return c, g, gb, tuple(sorted(attributes)), tuple(sorted(negative))
 
 
 def mig_profile_parts(profile):
-    """``(c, g, gb, attributes)`` of a profile name (``c`` equals ``g`` when the name has no ``<c>c.`` part), or
-    ``None`` for text that is not a profile name."""
-    match = _PROFILE.match(profile or "")
-    if not match:
+    """``(c, g, gb, attributes)`` of a profile name (``c`` equals ``g`` when the name has no ``<c>c.`` part;
+    ``attributes`` the name's ``+...`` or ``-...`` suffix, or ``""``), or ``None`` for text that is not a profile name
+    (:func:`parse_mig_profile`)."""
+    try:
+        c, g, gb, attributes, negative = parse_mig_profile(profile)
+    except ValueError:
         return None
-    g = int(match.group("g"))
-    c = int(match.group("c")) if match.group("c") else g
-    return c, g, int(match.group("gb")), match.group("attrs") or ""
+    suffix = ("+" + ",".join(attributes)) if attributes else ("-" + ",".join(negative)) if negative else ""
+    return c, g, gb, suffix
 
 
 def parse_version(text):

@@ -96,6 +96,9 @@ EXPECTED = {
                     "nvidia-h100-80gb-hbm3"),
     "t4-compute-capability-not-supported": ("Tesla-T4", "1", "15360", ("535", "183", "01", "535.183.01"), "12.2",
                                             "nvidia-tesla-t4"),
+    # three models on one node: labelled after the first GPU's, as the labels' rule for two-model nodes has it
+    "a100-h100-v100-mig-capable": ("NVIDIA-A100-80GB-PCIe", "1", "81920", ("550", "127", "05", "550.127.05"), "12.4",
+                                   "nvidia-a100-80gb-pcie"),
     "failure-driver-not-loaded": None,
     "failure-no-permission": None,
 }

@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""MIG layouts in mig-parted's format: read as mig-parted reads them (api/spec/v1/spec.go, pkg/types), and the plan
-from a host's gpu facts to the layout asked for (cmd/nvidia-mig-parted/assert)."""
+"""MIG layouts in mig-parted's format: read as mig-parted v0.15.0 reads them (api/spec/v1/spec.go, pkg/types, go-nvlib's
+profile grammar), and the plan from a host's gpu facts to the layout asked for (cmd/nvidia-mig-parted/assert, apply)."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import os
 
 import pytest
 import yaml
@@ -56,24 +58,36 @@ def test_the_example_configs_load():
     configs = mig_config.load(CONFIG)
     assert sorted(configs) == ["all-balanced", "all-disabled", "custom"]
     assert configs["custom"][1] == {"devices": [1], "device_filter": [], "mig_enabled": True,
-                                    "mig_devices": {"1g.10gb": 2, "2g.20gb": 2}}  # a count of 0 is no instance
+                                    "mig_devices": {"1g.10gb": 2, "2g.20gb": 2}, "problems": []}  # 0: no instance
     assert configs["all-balanced"][0]["device_filter"] == [(0x20B0, 0x10DE, None), (0x20B2, 0x10DE, None)]
 
 
-@pytest.mark.parametrize("name", ["1g.10gb", "1c.2g.20gb", "7g.80gb", "1g.10gb+me", "8g.141gb", "6c.7g.80gb"])
+# go-nvlib's parseMigProfile (pkg/nvlib/device/mig_profile.go), which mig-parted reads files with: any whole numbers,
+# any attribute words after + or - (Blackwell's gfx, me.all and -me are in NVIDIA's default config files)
+@pytest.mark.parametrize("name", ["1g.10gb", "1c.2g.20gb", "7g.80gb", "1g.10gb+me", "8g.141gb", "6c.7g.80gb",
+                                  "5g.40gb", "1g.10gb+mx", "1g.24gb+gfx", "1g.24gb+me.all", "1g.24gb-me",
+                                  "2g.48gb+gfx,me", "07g.80gb", "0g.0gb", "2c.1g.10gb"])
 def test_profile_names_mig_parted_reads(name):
     assert mig_config.profile_problem(name) is None
 
 
 @pytest.mark.parametrize("name, words", [
-    ("", "non-empty"),
-    ("1g", "is not"),
-    ("1x.10gb", "should be a number and 'g'"),
-    ("5g.40gb", "5 slices"),
-    ("1g.10gb+mx", "the only one is me"),
-    ("1g.10gb+me,me", "the only one is me"),
-    (" 1g.10gb", "should be a number"),
-    ("1c.2g.20gb.x", "is not"),
+    ("", "not empty"),
+    (None, "not empty"),
+    (7, "not empty"),
+    ("1g", "is not [<c>c.]<g>g.<gb>gb"),
+    ("1x.10gb", "'1x' does not end in 'g'"),
+    ("1g.10gb+me,me", "the attribute 'me' twice"),
+    (" 1g.10gb", "spaces around"),
+    ("1g.10gb\n", "spaces around"),
+    ("1c.2g.20gb.x", "'20gb.x' does not end in 'gb'"),
+    ("1c.2g.20.5gb", "not a whole number"),
+    ("1g.10gb+me-x", "both + and -"),
+    ("1g.10gb-", "an empty attribute"),
+    ("1g.10gb+.me", "starts with a digit or a dot"),
+    ("1g.10gb+me.", "ends with a dot"),
+    ("1g.10gb+1me", "starts with a digit"),
+    ("1g.10gb+m_e", "other than letters, digits and dots"),
 ])
 def test_profile_names_mig_parted_refuses(name, words):
     assert words in mig_config.profile_problem(name)
@@ -94,12 +108,35 @@ def test_profile_names_mig_parted_refuses(name, words):
      "mig-devices is required when mig-enabled is true"),
     ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": False, "mig-devices": {"1g.10gb": 1}}]}},
      "MIG devices are listed while mig-enabled is false"),
-    ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": True, "mig-devices": {"9g.10gb": 1}}]}},
-     'mig-configs.a[0].mig-devices."9g.10gb": \'9g.10gb\' asks for 9 slices'),
+    ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": True, "mig-devices": {"9x.10gb": 1}}]}},
+     'mig-configs.a[0].mig-devices."9x.10gb": \'9x.10gb\' is not [<c>c.]<g>g.<gb>gb'),
     ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": -1}}]}},
      "the count is -1"),
-    ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": False, "device-filter": "A100"}]}},
-     "mig-configs.a[0].device-filter: 'A100' is not a PCI device id"),
+    ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": False, "device-filter": 0x20B010DE}]}},
+     "mig-configs.a[0].device-filter: a PCI device id such as 0x20B510DE"),
+    # what mig-parted's reader (YAML read into JSON, then Go's types) refuses
+    ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 2.5}}]}},
+     "the count is 2.5"),
+    ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": "2"}}]}},
+     "the count is '2'"),
+    ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": True}}]}},
+     "the count is True"),
+    ({"version": "v1", "mig-configs": {"a": [{"devices": [0.5], "mig-enabled": False}]}}, "write all or a list"),
+    ({"version": "v1", "mig-configs": {"a": [{"devices": [True], "mig-enabled": False}]}}, "write all or a list"),
+    ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": True, "mig-devices": []}]}},
+     "profile names to counts"),
+    # pkg/types/mig_config.go AssertValidFormat: listed profiles, all counted 0
+    ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 0}}]}},
+     'mig-configs.a[0].mig-devices: all counts are 0 (mig-parted: "all counts for all MigProfiles are 0")'),
+    ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": False, "mig-devices": {"1g.10gb": 0}}]}},
+     "all counts are 0"),
+    ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": False,
+                                              "mig-devices": {"1g.10gb": 0, "2g.20gb": 1}}]}},
+     "MIG devices are listed while mig-enabled is false"),
+    # a profile of the wrong format in a config other than the one asked for: mig-parted reads every config
+    ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": False}],
+                                       "b": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb+": 1}}]}},
+     'mig-configs.b[0].mig-devices."1g.10gb+"'),
     ({"version": "v1", "mig-configs": {"a": [{"devices": "all", "mig-enabled": False, "gpus": 1}]}},
      "mig-configs.a[0].gpus: unexpected field"),
 ])
@@ -110,11 +147,96 @@ def test_bad_configs_name_the_field(document, words):
     assert words in str(info.value)
 
 
+def one(entry, **more):
+    """A document of one config ``a`` with ``entry``, and further configs."""
+    configs = {"a": [entry]}
+    configs.update(more)
+    return {"version": "v1", "mig-configs": configs}
+
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "fixtures", "mig")
+SHIPPED = sorted(name for name in os.listdir(FIXTURES) if name.endswith(".yaml"))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_named_config_of_nvidias_default_files_loads(name):
+    """NVIDIA's GPU Operator and mig-parted default configs (restated in tests/fixtures/mig) load whole, and each of
+    their layouts can be selected; they hold Blackwell's names, for which the reader once refused the whole file."""
+    with open(os.path.join(FIXTURES, name), encoding="utf-8") as handle:
+        document = yaml.safe_load(handle)
+    configs = mig_config.load(document, option="config_file " + name)
+    assert sorted(configs) == sorted(document["mig-configs"]) and len(configs) > 80
+    for layout in configs:
+        assert mig_config.select(configs, layout) is configs[layout]
+    profiles = set(p for entries in document["mig-configs"].values() for e in entries for p in e.get("mig-devices") or {})
+    assert set(["1g.24gb+gfx", "1g.24gb+me.all", "1g.24gb-me", "1g.10gb+me", "7g.80gb"]) <= profiles
+    balanced = configs["all-balanced"]
+    assert all(entry["device_filter"] and None not in entry["device_filter"] for entry in balanced)
+
+
+def test_what_mig_parted_reads_loads_the_same():
+    """sigs.k8s.io/yaml turns the YAML into JSON before Go's types read it: a whole number written 2.0 is 2 (a count
+    or an index), an empty count is 0, an empty mig-enabled is false; {} is MIG on without instances."""
+    entry = mig_config.load(one({"devices": [1.0, 2], "mig-enabled": True,
+                                 "mig-devices": {"1g.10gb": 2.0, "2g.20gb": None}}))["a"][0]
+    assert (entry["devices"], entry["mig_devices"]) == ([1, 2], {"1g.10gb": 2})
+    assert mig_config.load(one({"devices": "all", "mig-enabled": True, "mig-devices": {}}))["a"][0]["mig_devices"] == {}
+    assert mig_config.load(one({"devices": "all", "mig-enabled": False, "mig-devices": {}}))["a"][0]["mig_enabled"] is False
+    assert mig_config.load(one({"devices": [], "mig-enabled": False}))["a"][0]["devices"] == []
+
+
+def test_names_of_other_gpu_families_load_and_only_the_selected_config_matters():
+    """NVIDIA's default files hold Blackwell's names; they are checked against a GPU only when planned for it."""
+    document = one({"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+                   blackwell=[{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.24gb+gfx": 4}}],
+                   me_off=[{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.24gb-me": 4}}])
+    configs = mig_config.load(document)
+    assert plan_of(configs, "a", facts(gpu(0)))[0]["action"] == "enable"
+    refused = plan_of(configs, "blackwell", facts(gpu(0)))[0]
+    assert refused["action"] == "refuse"
+    assert refused["why"] == ("NVIDIA A100-SXM4-80GB has no MIG profile 1g.24gb+gfx (it has 1g.10gb, 1g.10gb+me, "
+                              "1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb)")
+
+
+@pytest.mark.parametrize("entry, field, words", [
+    ({"devices": "all", "mig-enabled": False, "device-filter": "A100"}, "device-filter",
+     "'A100' is not a PCI device id such as 0x20B510DE: mig-parted reads it and matches no GPU with it"),
+    ({"devices": "all", "mig-enabled": False, "device-filter": ["0x20B210DE", "0x120B210DE"]}, "device-filter",
+     "'0x120B210DE' is more than 32 bits"),
+    ({"devices": "all", "mig-enabled": False, "device-filter": "0x20B210DE:0x1:0x2"}, "device-filter",
+     "is not <device><vendor> or <device><vendor>:<subdevice><subvendor>"),
+    ({"devices": [0, -1], "mig-enabled": False}, "devices", "-1 is not a GPU index (0 or more)"),
+    ({"devices": "all", "mig-enabled": None}, "mig-enabled", "mig-parted reads that as false"),
+])
+def test_an_entry_that_can_never_do_what_it_says_loads_but_is_refused_when_selected(entry, field, words):
+    """mig-parted reads these and an entry never matches (or, for an empty mig-enabled, turns MIG off): the file
+    loads, as it does for mig-parted, and the config is refused when it is the one asked for."""
+    good = [{"devices": "all", "mig-enabled": False}]
+    configs = mig_config.load(one(entry, good=good), option="config_file /etc/mig.yaml")
+    assert mig_config.select(configs, "good") == configs["good"]
+    with pytest.raises(OptionError) as info:
+        mig_config.select(configs, "a", option="name", source="config_file /etc/mig.yaml")
+    assert str(info.value).startswith("config_file /etc/mig.yaml: mig-configs.a[0].%s: " % field), str(info.value)
+    assert words in str(info.value)
+
+
+def test_an_unreadable_filter_matches_no_gpu_as_in_mig_parted():
+    entry = mig_config.load(one({"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7},
+                                 "device-filter": ["junk", "0x20B210DE"]}))["a"][0]
+    assert entry["device_filter"] == [None, (0x20B2, 0x10DE, None)]
+    step = mig_config.plan([entry], facts(gpu(0), pci=[A100_PCI]))[0]
+    assert step["action"] == "enable"  # the readable filter still matches
+
+
 def test_device_ids_as_mig_parted_writes_them():
     assert mig_config.parse_device_id("0x20B210DE") == (0x20B2, 0x10DE, None)
     assert mig_config.parse_device_id("0x20B210DE:0x147F10DE") == (0x20B2, 0x10DE, (0x147F, 0x10DE))
-    with pytest.raises(ValueError):
-        mig_config.parse_device_id("0x1:0x2:0x3")
+    # strconv.ParseUint(text, 0, 32): decimal and the other bases too, but no sign and no spaces
+    assert mig_config.parse_device_id(str(0x20B210DE)) == (0x20B2, 0x10DE, None)
+    assert mig_config.parse_device_id("0o4054410336") == (0x20B2, 0x10DE, None)
+    for text in ("0x1:0x2:0x3", " 0x20B210DE", "+0x20B210DE", "0x", "08", "0x100000000", ""):
+        with pytest.raises(ValueError):
+            mig_config.parse_device_id(text)
 
 
 def test_a_config_is_chosen_by_name_unless_there_is_one():
@@ -130,6 +252,10 @@ def test_a_config_is_chosen_by_name_unless_there_is_one():
 
 def plan(name, host):
     return mig_config.plan(mig_config.select(mig_config.load(CONFIG), name), host)
+
+
+def plan_of(configs, name, host):
+    return mig_config.plan(mig_config.select(configs, name), host)
 
 
 def test_the_later_entry_wins_for_the_gpu_it_names():
@@ -160,12 +286,54 @@ def test_the_device_filter_reads_the_pci_bus():
     assert "no entry of the config matches" in steps[1]["why"]
 
 
-def test_a_gpu_without_mig_takes_mig_disabled_and_refuses_mig():
+def test_a_gpu_without_mig_takes_mig_disabled_and_is_skipped_under_devices_all():
     t4 = gpu(0, capable=False, name="Tesla T4")
     assert plan("all-disabled", facts(t4))[0]["action"] == "none"
-    refused = mig_config.plan([{"devices": "all", "device_filter": [], "mig_enabled": True, "mig_devices": {}}],
-                              facts(t4))[0]
-    assert (refused["action"], refused["why"]) == ("refuse", "Tesla T4 is not MIG capable")
+    assert plan("all-disabled", facts(t4))[0]["why"] is None
+    on = {"devices": "all", "device_filter": [], "mig_enabled": True, "mig_devices": {}}
+    skipped = mig_config.plan([on], facts(t4))[0]
+    assert (skipped["action"], skipped["set_mode"]) == ("none", False)
+    assert skipped["why"] == ("Tesla T4 is not MIG capable: skipped, as mig-parted skips such a GPU under devices: "
+                              "all")
+
+
+def test_a_gpu_without_mig_named_by_its_index_with_mig_is_refused():
+    """mig-parted apply walks the entries in order and stops at an entry that names such a GPU with MIG on, even
+    when a later entry would skip it."""
+    t4 = gpu(1, capable=False, name="Tesla T4")
+    named = {"devices": [1], "device_filter": [], "mig_enabled": True, "mig_devices": {}}
+    everything = {"devices": "all", "device_filter": [], "mig_enabled": True, "mig_devices": {}}
+    for entries in ([named], [named, everything]):
+        refused = mig_config.plan(entries, facts(gpu(0), t4))[1]
+        assert (refused["action"], refused["why"]) == (
+            "refuse", "Tesla T4 is not MIG capable (the config names it by its index with MIG enabled)")
+    off = dict(named, mig_enabled=False)
+    assert mig_config.plan([off], facts(gpu(0), t4))[1]["action"] == "none"
+
+
+def test_a_mixed_node_gets_its_mig_gpus_configured_and_the_others_skipped():
+    v100 = gpu(2, capable=False, name="Tesla V100-PCIE-16GB", bus="00000000:3B:00.0")
+    everything = {"devices": "all", "device_filter": [], "mig_enabled": True, "mig_devices": {"1g.10gb": 7}}
+    host = facts(gpu(0), gpu(1, mig_current=True, instances=["1g.10gb"] * 7), v100)
+    steps = mig_config.plan([everything], host)
+    assert [s["action"] for s in steps] == ["enable", "none", "none"]
+    assert steps[1]["why"] is None and "not MIG capable: skipped" in steps[2]["why"]
+    after = mig_config.facts_after(steps, host)
+    assert [mig_config.current_layout(g) for g in after["devices"]] == [
+        {"mig_enabled": True, "mig_devices": {"1g.10gb": 7}}] * 2 + [{"mig_enabled": False, "mig_devices": {}}]
+    again = mig_config.plan([everything], after)
+    assert [s["action"] for s in again] == ["none", "none", "none"]  # the rerun changes nothing
+
+
+def test_a_name_is_the_gpu_profile_it_matches():
+    """go-nvlib's Matches: 1c.1g.10gb is 1g.10gb, attributes in any order; mig-parted resolves a name so on the GPU
+    (resolveMigProfileOnDevice). The plan names the GPU's profile, so a layout already there changes nothing."""
+    entry = {"devices": "all", "device_filter": [], "mig_enabled": True,
+             "mig_devices": {"1c.1g.10gb": 2, "1g.10gb": 1, "2g.20gb": 1}}
+    step = mig_config.plan([entry], facts(gpu(0)))[0]
+    assert step["wanted"]["mig_devices"] == {"1g.10gb": 3, "2g.20gb": 1}
+    there = gpu(0, mig_current=True, instances=["1g.10gb", "1g.10gb", "1g.10gb", "2g.20gb"])
+    assert mig_config.plan([entry], facts(there))[0]["action"] == "none"
 
 
 def test_a_profile_the_gpu_does_not_offer_is_refused_before_anything_changes():
