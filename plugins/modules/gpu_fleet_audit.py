@@ -53,10 +53,6 @@ options:
     description: GPU feature discovery publishes its labels (as M(kubegpu.cluster.gpu_node_labels)).
     type: bool
     default: false
-  request_timeout:
-    description: Seconds the LIST request may take before it counts as failed (and is retried).
-    type: int
-    default: 30
   retries:
     description: How many times the LIST is retried on 429, 5xx or a connection error, with a doubling pause.
     type: int
@@ -161,7 +157,6 @@ def main():
             labels=dict(type="bool", default=True),
             accelerator_label=dict(type="str", default=nv.DEFAULT_ACCELERATOR_LABEL),
             gfd=dict(type="bool", default=False),
-            request_timeout=dict(type="int", default=30),
             retries=dict(type="int", default=4),
             **plugin_config_spec()
         ),

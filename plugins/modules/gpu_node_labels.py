@@ -50,7 +50,8 @@ description:
     and another manager also set is kept when this module drops it.
   - One LIST request reads every node; only the nodes whose labels differ from what they should be are patched, in
     parallel (O(concurrency)), each request bounded by O(request_timeout) and retried on conflicts (409),
-    throttling (429), server errors (5xx) and connection errors.
+    throttling (429), server errors (5xx) and connection errors; a request the API server does not answer within
+    O(request_timeout) ends the run at once.
 author:
   - kubegpu.cluster contributors (@kubegpu)
 options:
@@ -96,10 +97,6 @@ options:
     description: How many PATCH requests run in parallel.
     type: int
     default: 8
-  request_timeout:
-    description: Seconds each API request may take before it counts as failed (and is retried).
-    type: int
-    default: 30
   retries:
     description: How many times a request is retried on 409, 429, 5xx or a connection error, with a doubling pause.
     type: int
@@ -264,7 +261,6 @@ def main():
             gfd=dict(type="bool", default=False),
             missing_nodes=dict(type="str", default="fail", choices=["fail", "skip"]),
             concurrency=dict(type="int", default=8),
-            request_timeout=dict(type="int", default=30),
             retries=dict(type="int", default=4),
             **plugin_config_spec()
         ),
@@ -277,7 +273,7 @@ def main():
         labels_for, soft, releases = node_rules(params)  # the plugin config is checked before any API call
         # the core API only (no discovery), with as many pooled connections as parallel patches
         core = client.from_params(params, field_manager=node_labels.FIELD_MANAGER, pool_size=params["concurrency"]).core
-        labeller = node_labels.NodeLabeller(core, timeout=params["request_timeout"], retries=params["retries"])
+        labeller = node_labels.NodeLabeller(core, retries=params["retries"])
         return node_labels.run(params, labeller, labels_for, check_mode=module.check_mode, want_diff=module._diff,
                                soft=soft, releases=releases)
 

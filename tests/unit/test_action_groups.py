@@ -3,23 +3,14 @@
 the modules themselves (their DOCUMENTATION extends the ``k8s_auth`` doc fragment), so that ``module_defaults:
 group/kubegpu.cluster.k8s`` reaches them all and a new Kubernetes module cannot be left out."""
 
-import re
 from pathlib import Path
 
 import yaml
 
+from ansible_cli import modules_extending
+
 ROOT = Path(__file__).resolve().parents[2]
 FRAGMENT = "kubegpu.cluster.k8s_auth"
-
-
-def documentation(path):
-    return yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', path.read_text(encoding="utf-8"), re.S).group(1))
-
-
-def k8s_modules():
-    """The modules whose DOCUMENTATION extends the k8s_auth doc fragment, by name."""
-    return sorted(path.stem for path in (ROOT / "plugins" / "modules").glob("*.py")
-                  if FRAGMENT in (documentation(path).get("extends_documentation_fragment") or []))
 
 
 def action_groups():
@@ -27,7 +18,7 @@ def action_groups():
 
 
 def test_the_k8s_group_is_every_module_that_takes_the_auth_options():
-    modules = k8s_modules()
+    modules = modules_extending(FRAGMENT)
     assert len(modules) >= 9  # the derivation found the modules (a broken pattern would find none)
     group = action_groups()["k8s"]
     assert sorted(group) == group, "keep meta/runtime.yml's k8s group sorted"

@@ -12,10 +12,15 @@ __metaclass__ = type
 
 import copy
 
+# Seconds each request to the API server may take to connect, and then to answer (the read timeout): the
+# request_timeout option's default.
+DEFAULT_REQUEST_TIMEOUT = 30
+
 # Paired with plugins/doc_fragments/k8s_auth.py: change both together.
 AUTH_ARG_SPEC = dict(
     kubeconfig=dict(type="path"),
     context=dict(type="str"),
+    request_timeout=dict(type="int", default=DEFAULT_REQUEST_TIMEOUT),
 )
 
 
