@@ -20,8 +20,12 @@ description:
   - Every other setting, its order and, for TOML files, its comments are kept. A file that needs no change is not
     touched (its modification time stays the same).
   - "Files are replaced atomically: the new content is written to a temporary file in the same directory, with the
-    owner, group and mode of the file it replaces (V(0644) for a new file; a missing directory is created V(0755)),
-    validated, then renamed over the live file. Symbolic links are followed: the file they point to is replaced."
+    owner, group, mode and extended attributes (POSIX ACLs, the SELinux label, C(user.*)) of the file it replaces
+    (V(0644) and none for a new file; a missing directory is created V(0755)), validated, then renamed over the live
+    file. An extended attribute that cannot be copied fails the run, with the live file left as it was. Symbolic links
+    are followed: the file they point to is replaced."
+  - Only regular files are read. A configuration path that is a FIFO, a device, a socket or a directory (or a link to
+    one) is refused, naming it, before anything is opened for reading.
   - "k3s and RKE2 generate their containerd's C(config.toml) again at every start, so the module never edits it (it
     refuses such a path for O(runtime=containerd)). They register the NVIDIA runtime themselves when they find
     C(nvidia-container-runtime) on their PATH; with O(runtime=k3s) or O(runtime=rke2) the module makes it their

@@ -125,6 +125,31 @@ def test_docker_malformed_json_is_one_error_and_the_file_stays(tmp_path):
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize("runtime, make, kind", [
+    ("docker", os.mkfifo, "a FIFO (named pipe)"),
+    ("containerd", lambda path: os.symlink("/dev/zero", path), "a character device"),
+])
+def test_a_config_that_is_not_a_regular_file_is_refused_at_once(tmp_path, runtime, make, kind):
+    """A FIFO used to hang the module and /dev/zero to end it with a MemoryError traceback."""
+    path = tmp_path / "config"
+    make(str(path))
+    rc, result = run_module(MODULE, {"runtime": runtime, "config_path": str(path)}, timeout=60)
+    assert rc != 0 and result["failed"] is True
+    # named as the module reads it, links resolved (the link's target, /dev/zero)
+    assert result["msg"].startswith("%s: is %s, not a regular file" % (os.path.realpath(str(path)), kind)), result["msg"]
+
+
+def test_docker_keeps_the_files_extended_attributes(tmp_path):
+    path = seed(tmp_path, "daemon.json")
+    try:
+        os.setxattr(str(path), "user.kubegpu.test", b"kept")
+    except OSError as exc:
+        pytest.skip("the filesystem of %s refuses user.* extended attributes (%s)" % (tmp_path, exc.strerror))
+    rc, result = module({"runtime": "docker", "config_path": str(path)})
+    assert rc == 0 and result["changed"] is True
+    assert os.getxattr(str(path), "user.kubegpu.test") == b"kept"
+
+
 def test_docker_wrong_types_name_the_field(tmp_path):
     path = tmp_path / "daemon.json"
     path.write_text('{"runtimes": ["nvidia"]}\n')
