@@ -134,8 +134,12 @@ options:
       - V(absent) removes the runtime's table; gives the default runtime setting, when it names O(runtime_name), back
         to what the user had (see RV(changed_files) for the marker that remembers it; without one, the setting is
         removed and the runtime's built-in default applies); removes C(runtimes) (docker) and any table left empty that
-        had no header of its own, and C(features.cdi)/C(enable_cdi) as described for O(cdi). A C(daemon.json) left
-        holding nothing (C({})) is deleted, as it is what O(state=present) makes of a missing one.
+        had no header of its own, and C(features.cdi)/C(enable_cdi) as described for O(cdi).
+      - "For docker, V(absent) takes out only what the marker beside C(daemon.json) says O(state=present) put in: the
+        runtime's entry goes back to the user's own where there was one (its path, C(runtimeArgs) and all), as does a
+        C(default-runtime) the user had set to it; a file that held nothing (empty, blank, C({})) gets its text back,
+        and a file O(state=present) created goes. Without a marker of O(runtime_name) (O(state=present) never changed
+        the file, which was configured as asked already), C(daemon.json) is the user's and stays as it is."
       - For a containerd drop-in, V(absent) removes the C(imports) entry equal to O(drop_in_path) and deletes the
         drop-in. An C(imports) list left empty stays, as V([]), unless the main config had no C(imports) before
         O(state=present) added it; the drop-in's first line (a comment) remembers that, and the key goes with it.
@@ -267,9 +271,10 @@ changed_files:
       drop-in, the drop-in comes first, then the main config (O(state=present)); the other way round for O(state=absent).
     - A changed file without an entry in RV(backup_files) did not exist before (a rollback deletes it).
     - When the module makes O(runtime_name) the default of a file edited in place that named another default, or
-      turns CDI on there, it first writes C(<config_path>.kubegpu.json) beside it, holding what was there before, so
-      that O(state=absent) (or O(set_as_default=false)) gives it back exactly; the marker goes when nothing is left
-      to remember. No daemon reads it, so a change to the marker alone needs no restart (RV(restart_required)). A
+      turns CDI on there, or changes a docker C(daemon.json) at all, it first writes C(<config_path>.kubegpu.json)
+      beside it, holding what was there before (for docker also the user's own entry for the runtime, and the text of
+      a file that held nothing), so that O(state=absent) (or O(set_as_default=false)) gives it back exactly; the
+      marker goes when nothing is left to remember. No daemon reads it, so a change to the marker alone needs no restart (RV(restart_required)). A
       drop-in needs no marker, as the user's settings stay in the main file.
   returned: always
   type: list

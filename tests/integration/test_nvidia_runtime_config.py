@@ -115,6 +115,25 @@ def test_docker_check_real_idempotent_with_diff_backup_and_ownership(tmp_path):
     assert rc == 0 and gone["changed"] is True and path.read_bytes() == original  # same serializer: byte for byte
 
 
+@pytest.mark.parametrize("users_own", [
+    "",  # an empty daemon.json
+    '{\n  "runtimes": {\n    "nvidia": {\n      "path": "nvidia-container-runtime",\n      "runtimeArgs": []\n    }\n  }\n}\n',
+])
+def test_docker_a_users_file_survives_present_then_absent(tmp_path, users_own):
+    """Issue 26: a daemon.json holding only the user's own nvidia runtime, or nothing, was deleted by present then
+    absent."""
+    path = tmp_path / "daemon.json"
+    path.write_text(users_own)
+    args = {"runtime": "docker", "config_path": str(path)}
+    rc, present = module(args)
+    assert rc == 0 and present["changed"] is True and json.loads(path.read_text())["default-runtime"] == "nvidia"
+    rc, absent = module(dict(args, state="absent"))
+    assert rc == 0 and absent["changed"] is True
+    assert path.read_text() == users_own and sorted(os.listdir(str(tmp_path))) == ["daemon.json"]
+    rc, again = module(dict(args, state="absent"))
+    assert rc == 0 and again["changed"] is False and path.read_text() == users_own
+
+
 def test_docker_malformed_json_is_one_error_and_the_file_stays(tmp_path):
     path = tmp_path / "daemon.json"
     path.write_text('{\n    "log-driver": "json-file",\n    "log-opts": {"max-size": "10m",}\n}\n')
