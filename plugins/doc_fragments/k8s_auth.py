@@ -19,10 +19,11 @@ options:
         errors name only its path and, for a file that is not valid YAML, the line and column.
       - Without O(kubeconfig) and O(context), the in-cluster configuration (the pod's service account) is used, and
         when the module does not run in a pod, the default kubeconfig (E(KUBECONFIG) or C(~/.kube/config)).
-    type: path
       - A kubeconfig whose user gets its credentials from an C(exec) plugin that is missing or fails is refused, naming
         the plugin (the Python client itself would go on without credentials, and the API server would answer
         C(403 ... system:anonymous)).
+      - An absolute path (C(~) is expanded), since the module runs on the managed host, in a working directory nobody chose.
+    type: path
   context:
     description: The kubeconfig context to use; the file's current context when omitted.
     type: str
@@ -34,6 +35,7 @@ options:
         the request and the changes the run had made before it; it asks that server nothing more.
       - Waits for a rollout, pods or Jobs have their own bound (the module's wait timeout); each request they make is
         bounded by this one too.
+      - 1 or more; the module refuses less before it does anything.
     type: int
     default: 30
 notes:

@@ -94,11 +94,15 @@ options:
     choices: [fail, skip]
     default: fail
   concurrency:
-    description: How many PATCH requests run in parallel.
+    description:
+      - How many PATCH requests run in parallel.
+      - 1 or more; the module refuses less before it does anything.
     type: int
     default: 8
   retries:
-    description: How many times a request is retried on 409, 429, 5xx or a connection error, with a doubling pause.
+    description:
+      - How many times a request is retried on 409, 429, 5xx or a connection error, with a doubling pause.
+      - 0 or more; the module refuses less before it does anything.
     type: int
     default: 4
 extends_documentation_fragment:
@@ -243,6 +247,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client, node_labels
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
@@ -252,7 +257,8 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.labels imp
 
 
 def main():
-    module = AnsibleModule(
+    module, rules = _options.module(
+        AnsibleModule,
         argument_spec=argument_spec(
             nodes=dict(type="dict"),
             node_names=dict(type="dict", default={}),
@@ -260,8 +266,8 @@ def main():
             state=dict(type="str", default="present", choices=["present", "absent"]),
             gfd=dict(type="bool", default=False),
             missing_nodes=dict(type="str", default="fail", choices=["fail", "skip"]),
-            concurrency=dict(type="int", default=8),
-            retries=dict(type="int", default=4),
+            concurrency=dict(type="int", default=8, minimum=1),
+            retries=dict(type="int", default=4, minimum=0),
             **plugin_config_spec()
         ),
         required_if=[("state", "present", ["nodes"])],
@@ -277,7 +283,7 @@ def main():
         return node_labels.run(params, labeller, labels_for, check_mode=module.check_mode, want_diff=module._diff,
                                soft=soft, releases=releases)
 
-    run_module(module, work, requires=client.REQUIRES)
+    run_module(module, work, requires=client.REQUIRES, rules=rules)
 
 
 if __name__ == "__main__":

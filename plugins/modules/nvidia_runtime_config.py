@@ -64,6 +64,7 @@ options:
         NVIDIA's operator documentation uses on k0s); it must end in C(.toml). For microk8s,
         C(/var/snap/microk8s/current/args/containerd-template.toml).
       - It does not have to exist; a missing file is created.
+      - An absolute path (C(~) is expanded), since the module runs on the managed host, in a working directory nobody chose.
     type: path
   drop_in_path:
     description:
@@ -79,6 +80,7 @@ options:
       - For CRI-O, which merges drop-in files key by key, the drop-in holds only the runtime's tables and
         O(config_path) is neither read nor changed. NVIDIA's tools use C(/etc/crio/crio.conf.d/99-nvidia.toml).
       - NVIDIA's tools use C(/etc/containerd/conf.d/99-nvidia.toml) for containerd.
+      - An absolute path (C(~) is expanded), since the module runs on the managed host, in a working directory nobody chose.
     type: path
   runtime_name:
     description: Name of the runtime in the configuration (a RuntimeClass C(handler) for Kubernetes).
@@ -303,6 +305,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import RUNTIME_NAME, RUNTIME_PATH
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import registry
@@ -310,11 +313,12 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.engine im
 
 
 def main():
-    module = AnsibleModule(
+    module, rules = _options.module(
+        AnsibleModule,
         argument_spec=dict(
             runtime=dict(type="str", required=True, choices=registry.NAMES),
-            config_path=dict(type="path"),
-            drop_in_path=dict(type="path"),
+            config_path=dict(type="path", absolute=True),
+            drop_in_path=dict(type="path", absolute=True),
             runtime_name=dict(type="str", default=RUNTIME_NAME),
             runtime_path=dict(type="str", default=RUNTIME_PATH),
             set_as_default=dict(type="bool", default=True),
@@ -327,7 +331,7 @@ def main():
         supports_check_mode=True,
     )
     run_module(module, lambda: run(module.params, check_mode=module.check_mode, want_diff=module._diff,
-                                   host=Host.from_module(module)))
+                                   host=Host.from_module(module)), rules=rules)
 
 
 if __name__ == "__main__":

@@ -158,6 +158,13 @@ def test_a_config_that_is_not_a_regular_file_is_refused_at_once(tmp_path, runtim
     assert result["msg"].startswith("%s: is %s, not a regular file" % (os.path.realpath(str(path)), kind)), result["msg"]
 
 
+def test_a_relative_config_path_is_refused_before_anything_is_read(tmp_path):
+    rc, result = run_module(MODULE, {"runtime": "docker", "config_path": "etc/docker/daemon.json"}, timeout=60)
+    assert rc != 0 and result["msg"] == (
+        "config_path: must be an absolute path (or start with ~), not 'etc/docker/daemon.json': the module runs on the "
+        "managed host, in a working directory nobody chose")
+
+
 def test_docker_keeps_the_files_extended_attributes(tmp_path):
     path = seed(tmp_path, "daemon.json")
     try:
