@@ -51,7 +51,7 @@ class SilentServer:
     def _accept(self):
         while True:
             try:
-                conn, _ = self.sock.accept()
+                conn, _address = self.sock.accept()
             except OSError:
                 return
             self.accepted.append((time.monotonic(), conn))
@@ -95,3 +95,22 @@ def test_a_module_fails_within_its_request_timeout(module, silent, tmp_path):
     assert "within %ds (request_timeout); it had answered no request of this run, so nothing was changed" % (
         REQUEST_TIMEOUT) in result["msg"]
     assert "do-not-print-me" not in json.dumps(result)
+
+
+def test_a_missing_exec_credential_plugin_is_named_not_403(silent, tmp_path):
+    """Issue 26: the Python client logs a missing exec plugin and goes on without credentials, into
+    ``403 ... system:anonymous``; the module names the plugin instead, before any request."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "eks",
+        "clusters": [{"name": "eks", "cluster": {"server": "https://127.0.0.1:%d" % silent.port,
+                                                 "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1",
+                                                   "command": "kubegpu-test-no-such-plugin", "args": ["token"]}}}],
+        "contexts": [{"name": "eks", "context": {"cluster": "eks", "user": "u"}}]}))
+    rc, result = run_module("kubegpu.cluster.gpu_proof", {"kubeconfig": str(kubeconfig)}, timeout=GUARD_S)
+    assert rc != 0 and result["msg"] == (
+        "cannot load kubeconfig %s: its exec credential plugin 'kubegpu-test-no-such-plugin' is not installed on the "
+        "host that runs the module (not found on its PATH); install it there, or use a kubeconfig whose user has a "
+        "token or a client certificate" % kubeconfig)
+    assert silent.accepted == []  # refused before any request

@@ -50,7 +50,7 @@ def read_within(path, seconds=10):
 
 
 @pytest.mark.parametrize("make, kind", [
-    (lambda path: os.mkfifo(path), "a FIFO (named pipe)"),
+    (os.mkfifo, "a FIFO (named pipe)"),
     (lambda path: os.symlink("/dev/zero", path), "a character device"),
 ])
 def test_read_text_refuses_what_is_not_a_regular_file_without_blocking(tmp_path, make, kind):

@@ -120,8 +120,7 @@ def _walk(rules, options, prefix=""):
         doc = options.get(name) or {}
         yield prefix + name, rule, doc
         if "options" in rule:
-            for item in _walk(rule["options"], doc.get("suboptions") or {}, prefix + name + "."):
-                yield item
+            yield from _walk(rule["options"], doc.get("suboptions") or {}, prefix + name + ".")
 
 
 @pytest.mark.parametrize("name", _module_names())

@@ -49,7 +49,7 @@ class SilentServer(object):
     def _accept(self):
         while not self.stopped:
             try:
-                conn, _ = self.sock.accept()
+                conn, _address = self.sock.accept()
             except OSError:
                 return
             self.accepted.append((time.monotonic(), conn))
@@ -331,8 +331,8 @@ def test_a_failing_exec_credential_plugin_is_reported_with_its_own_words(tmp_pat
     plugin.write_text("#!/bin/sh\necho 'token expired, run sso login' >&2\nexit 3\n")
     plugin.chmod(0o755)
     path = kubeconfig(tmp_path, "https://127.0.0.1:1", user=exec_user(str(plugin)))
-    with pytest.raises(_errors.K8sError, match="its exec credential plugin failed, so there are no credentials: exec: "
-                                                "process returned 3. token expired, run sso login"):
+    wanted = "its exec credential plugin failed, so there are no credentials: exec: process returned 3. token expired"
+    with pytest.raises(_errors.K8sError, match=wanted):
         _k8s.connect(path, context="x")
 
 
