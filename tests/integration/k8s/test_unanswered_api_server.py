@@ -105,8 +105,9 @@ def test_a_missing_exec_credential_plugin_is_named_not_403(silent, tmp_path):
         "apiVersion": "v1", "kind": "Config", "current-context": "eks",
         "clusters": [{"name": "eks", "cluster": {"server": "https://127.0.0.1:%d" % silent.port,
                                                  "insecure-skip-tls-verify": True}}],
-        "users": [{"name": "u", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1",
-                                                   "command": "kubegpu-test-no-such-plugin", "args": ["token"]}}}],
+        "users": [{"name": "u", "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "kubegpu-test-no-such-plugin",
+            "args": ["token"]}}}],
         "contexts": [{"name": "eks", "context": {"cluster": "eks", "user": "u"}}]}))
     rc, result = run_module("kubegpu.cluster.gpu_proof", {"kubeconfig": str(kubeconfig)}, timeout=GUARD_S)
     assert rc != 0 and result["msg"] == (
