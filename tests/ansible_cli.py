@@ -4,12 +4,27 @@ result as the JSON callback reports it. Shared by the end-to-end tests."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
+
+import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
+
+
+def modules_extending(fragment):
+    """The collection's modules whose DOCUMENTATION extends ``fragment`` (``kubegpu.cluster.k8s_auth``), sorted by
+    name: read from the files, nothing imported."""
+    found = []
+    for path in sorted((Path(ROOT) / "plugins" / "modules").glob("*.py")):
+        doc = yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', path.read_text(encoding="utf-8"), re.S).group(1))
+        if fragment in (doc.get("extends_documentation_fragment") or []):
+            found.append(path.stem)
+    return found
 
 
 def _environment(env=None):

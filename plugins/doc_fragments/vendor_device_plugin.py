@@ -65,7 +65,9 @@ options:
     type: bool
     default: true
   wait_timeout:
-    description: How long to wait in all, in seconds.
+    description:
+      - How long to wait in all, in seconds.
+      - 0 or more; the module refuses less before it does anything.
     type: int
     default: 300
 """

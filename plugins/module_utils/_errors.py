@@ -80,11 +80,13 @@ def fail_args(exc):
     return dict(msg="unexpected error: %s: %s" % (type(exc).__name__, exc), exception=traceback.format_exc())
 
 
-def run_module(module, work, requires=()):
+def run_module(module, work, requires=(), rules=None):
     """Run ``work()`` (which returns the result dict) for ``module`` and end the module with its result.
 
     ``requires``: ``(library, import error traceback or None[, url])`` tuples; a library that did not import ends the
-    module with Ansible's own missing-library message before any work. A ``warnings`` list in the result becomes module
+    module with Ansible's own missing-library message before any work. ``rules``: what the argument spec cannot say
+    (:func:`._options.split` took them out of it), checked on ``module.params`` before any work. A ``warnings`` list in
+    the result becomes module
     warnings; a ``failed_msg`` key ends the module as failed with that message and the rest of the result (work that
     ran but did not pass, such as a proof).
     """
@@ -99,6 +101,10 @@ def run_module(module, work, requires=()):
                              exception=import_error)
             return
     try:
+        if rules:
+            # imported here: _options raises this file's errors
+            from ansible_collections.kubegpu.cluster.plugins.module_utils import _options  # pylint: disable=import-outside-toplevel
+            _options.check(module.params, rules)
         result = work()
     except Exception as exc:  # pylint: disable=broad-except  # ours become one message, bugs keep their traceback
         module.fail_json(**fail_args(exc))

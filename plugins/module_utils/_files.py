@@ -6,8 +6,10 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """Config files on disk: read, stage a candidate next to the live file, validate it, back up, replace atomically.
 
-A staged candidate is a temporary file in the live file's directory with the live file's owner, group and mode
-(0644 for a new file), so that replacing is one ``os.replace`` and relative paths inside it resolve as they will.
+A staged candidate is a temporary file in the live file's directory with the live file's owner, group, mode and
+extended attributes (POSIX ACLs, the SELinux label, ``user.*``; 0644 and none for a new file), so that replacing is
+one ``os.replace`` that changes nothing but the text, and relative paths inside it resolve as they will. Only regular
+files are read: a FIFO would block the read for ever and a device (``/dev/zero``) never ends.
 Nothing here knows about container runtimes.
 """
 
@@ -30,10 +32,31 @@ NEW_FILE_MODE = 0o644
 NEW_DIR_MODE = 0o755
 
 
+# What a path that is not a regular file is, for the message that refuses it.
+KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def not_regular(path, mode):
+    """The error for ``path`` (links followed) that is not a regular file, of file mode ``mode``."""
+    kind = next((name for test, name in KINDS if test(mode)), "not a regular file")
+    return FileError("is %s, not a regular file: only a configuration file itself can be read and replaced; point the "
+                     "option at the file (a link to one is fine)" % kind, path=path)
+
+
 def read_text(path):
-    """The UTF-8 text of ``path``, or ``None`` when it does not exist."""
+    """The UTF-8 text of ``path``, or ``None`` when it does not exist. Anything but a regular file (links followed) is
+    refused before it is opened, and again on what was opened (a FIFO put there in between is opened without
+    blocking, and not read)."""
     try:
-        with open(path, "rb") as handle:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise not_regular(path, mode)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        with os.fdopen(fd, "rb") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise not_regular(path, mode)
             data = handle.read()
     except (IOError, OSError) as exc:
         if exc.errno == errno.ENOENT:
@@ -93,6 +116,7 @@ class Staged(object):
                 handle.flush()
                 os.fsync(handle.fileno())
             _copy_ownership(path, self.tmp_path)
+            _copy_xattrs(path, self.tmp_path)
         except (IOError, OSError) as exc:
             self.discard()
             raise FileError("cannot write a candidate: %s" % (exc.strerror or exc), path=path)
@@ -129,6 +153,37 @@ def _copy_ownership(live, candidate):
             os.chown(candidate, current.st_uid, current.st_gid)
         except OSError as exc:
             raise FileError("cannot keep its owner %d:%d (%s); run as root" % (current.st_uid, current.st_gid, exc.strerror),
+                            path=live)
+
+
+def _copy_xattrs(live, candidate):
+    """Give ``candidate`` the extended attributes of ``live`` (none when it does not exist, or where the filesystem has
+    none): its POSIX ACLs (``system.posix_acl_access``), its SELinux label (``security.selinux``), ``user.*`` and the
+    rest, after the mode and owner (an ACL's mask is the mode's group bits, so the pair stays as it was). One that cannot
+    be copied is an error naming it: the live file is then left as it was, rather than replaced by one that a
+    confined daemon may not be allowed to read."""
+    if not hasattr(os, "listxattr"):
+        return
+    try:
+        names = os.listxattr(live)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTSUP, getattr(errno, "EOPNOTSUPP", errno.ENOTSUP)):
+            return
+        raise FileError("cannot read its extended attributes: %s" % (exc.strerror or exc), path=live)
+    for name in names:
+        try:
+            value = os.getxattr(live, name)
+            try:
+                if os.getxattr(candidate, name) == value:  # a label the new file got already (SELinux' default)
+                    continue
+            except OSError:
+                pass
+            os.setxattr(candidate, name, value)
+        except OSError as exc:
+            if exc.errno == getattr(errno, "ENODATA", None):  # removed in between
+                continue
+            raise FileError("cannot keep its extended attribute %s on the new version (%s), so it was not replaced; run "
+                            "as root, or remove the attribute if it is not needed" % (name, exc.strerror or exc),
                             path=live)
 
 

@@ -39,7 +39,9 @@ options:
     choices: [containerd, crio, docker, k0s, k3s, microk8s, rke2]
     default: [containerd, crio, docker, k0s, k3s, microk8s, rke2]
   containerd_config:
-    description: The main containerd config that C(containerd --config <file> config dump) loads.
+    description:
+      - The main containerd config that C(containerd --config <file> config dump) loads.
+      - An absolute path (C(~) is expanded), since the module runs on the managed host, in a working directory nobody chose.
     type: path
     default: /etc/containerd/config.toml
   report:
@@ -69,9 +71,14 @@ options:
         description:
           - The runtime's main configuration; empty for its default. For docker, empty follows a C(--config-file) on
             dockerd's command line.
+          - An absolute path (C(~) is expanded), since the module runs on the managed host, in a working directory nobody
+            chose.
         type: path
       drop_in_path:
-        description: The drop-in file (containerd, CRI-O); empty edits the main configuration in place.
+        description:
+          - The drop-in file (containerd, CRI-O); empty edits the main configuration in place.
+          - An absolute path (C(~) is expanded), since the module runs on the managed host, in a working directory nobody
+            chose.
         type: path
       runtime_name:
         description: Name of the runtime.
@@ -103,6 +110,7 @@ options:
     description:
       - Files and directories to describe. The content of a UTF-8 text file of up to 64 KiB is returned, so do not
         name files that hold secrets.
+      - Each an absolute path (C(~) is expanded), since the module runs on the managed host, in a working directory nobody chose.
     type: list
     elements: path
     default: []
@@ -355,6 +363,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _python
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import RUNTIME_NAME, RUNTIME_PATH
@@ -365,17 +374,18 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.facts imp
 
 
 def main():
-    module = AnsibleModule(
+    module, rules = _options.module(
+        AnsibleModule,
         argument_spec=dict(
             runtimes=dict(type="list", elements="str", choices=registry.NAMES, default=list(registry.NAMES)),
-            containerd_config=dict(type="path", default=Containerd.config_path),
+            containerd_config=dict(type="path", default=Containerd.config_path, absolute=True),
             report=dict(type="bool", default=True),
             packages=dict(type="list", elements="str", default=[]),
-            files=dict(type="list", elements="path", default=[]),
+            files=dict(type="list", elements="path", default=[], absolute=True),
             plans=dict(type="list", elements="dict", default=[], options=dict(
                 runtime=dict(type="str", required=True, choices=registry.NAMES),
-                config_path=dict(type="path"),
-                drop_in_path=dict(type="path"),
+                config_path=dict(type="path", absolute=True),
+                drop_in_path=dict(type="path", absolute=True),
                 runtime_name=dict(type="str", default=RUNTIME_NAME),
                 runtime_path=dict(type="str", default=RUNTIME_PATH),
                 set_as_default=dict(type="bool", default=True),
@@ -388,7 +398,7 @@ def main():
         supports_check_mode=True,
     )
     run_module(module, lambda: dict(run(module.params, Host.from_module(module)),
-                                    python_unmet=_python.unmet(module.params["python_requirements"])))
+                                    python_unmet=_python.unmet(module.params["python_requirements"])), rules=rules)
 
 
 if __name__ == "__main__":

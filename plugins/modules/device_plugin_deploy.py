@@ -118,7 +118,9 @@ options:
     type: bool
     default: true
   wait_timeout:
-    description: How long to wait in all, in seconds.
+    description:
+      - How long to wait in all, in seconds.
+      - 0 or more; the module refuses less before it does anything.
     type: int
     default: 300
   expected:
@@ -363,6 +365,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
@@ -372,7 +375,8 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.deployment
 
 
 def main():
-    module = AnsibleModule(
+    module, rules = _options.module(
+        AnsibleModule,
         argument_spec=argument_spec(
             namespace=dict(type="str", default=nv.DEVICE_PLUGIN_NAMESPACE),
             version=dict(type="str", default=nv.DEVICE_PLUGIN_VERSION),
@@ -391,7 +395,7 @@ def main():
             gfd=dict(type="bool", default=False),
             state=dict(type="str", default="present", choices=["present", "absent"]),
             wait=dict(type="bool", default=True),
-            wait_timeout=dict(type="int", default=nv.DEFAULT_WAIT_TIMEOUT),
+            wait_timeout=dict(type="int", default=nv.DEFAULT_WAIT_TIMEOUT, minimum=0),
             expected=dict(type="dict", default={}),
             facts=dict(type="dict", default={}),
             node_names=dict(type="dict", default={}),
@@ -407,7 +411,7 @@ def main():
         supports_check_mode=True,
     )
     run_module(module, lambda: run(module.params, check_mode=module.check_mode, want_diff=module._diff),
-               requires=REQUIRES)
+               requires=REQUIRES, rules=rules)
 
 
 if __name__ == "__main__":

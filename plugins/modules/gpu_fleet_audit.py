@@ -53,12 +53,10 @@ options:
     description: GPU feature discovery publishes its labels (as M(kubegpu.cluster.gpu_node_labels)).
     type: bool
     default: false
-  request_timeout:
-    description: Seconds the LIST request may take before it counts as failed (and is retried).
-    type: int
-    default: 30
   retries:
-    description: How many times the LIST is retried on 429, 5xx or a connection error, with a doubling pause.
+    description:
+      - How many times the LIST is retried on 429, 5xx or a connection error, with a doubling pause.
+      - 0 or more; the module refuses less before it does anything.
     type: int
     default: 4
 extends_documentation_fragment:
@@ -145,6 +143,7 @@ summary:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._audit import fleet
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client
@@ -154,20 +153,20 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.args impor
 
 
 def main():
-    module = AnsibleModule(
+    module, rules = _options.module(
+        AnsibleModule,
         argument_spec=argument_spec(
             hosts=dict(type="dict", required=True),
             node_names=dict(type="dict", default={}),
             labels=dict(type="bool", default=True),
             accelerator_label=dict(type="str", default=nv.DEFAULT_ACCELERATOR_LABEL),
             gfd=dict(type="bool", default=False),
-            request_timeout=dict(type="int", default=30),
-            retries=dict(type="int", default=4),
+            retries=dict(type="int", default=4, minimum=0),
             **plugin_config_spec()
         ),
         supports_check_mode=True,
     )
-    run_module(module, lambda: fleet.run(module.params), requires=client.REQUIRES)
+    run_module(module, lambda: fleet.run(module.params), requires=client.REQUIRES, rules=rules)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,8 @@ description:
     and another manager also set is kept when this module drops it.
   - One LIST request reads every node; only the nodes whose labels differ from what they should be are patched, in
     parallel (O(concurrency)), each request bounded by O(request_timeout) and retried on conflicts (409),
-    throttling (429), server errors (5xx) and connection errors.
+    throttling (429), server errors (5xx) and connection errors; a request the API server does not answer within
+    O(request_timeout) ends the run at once.
 author:
   - kubegpu.cluster contributors (@kubegpu)
 options:
@@ -93,15 +94,15 @@ options:
     choices: [fail, skip]
     default: fail
   concurrency:
-    description: How many PATCH requests run in parallel.
+    description:
+      - How many PATCH requests run in parallel.
+      - 1 or more; the module refuses less before it does anything.
     type: int
     default: 8
-  request_timeout:
-    description: Seconds each API request may take before it counts as failed (and is retried).
-    type: int
-    default: 30
   retries:
-    description: How many times a request is retried on 409, 429, 5xx or a connection error, with a doubling pause.
+    description:
+      - How many times a request is retried on 409, 429, 5xx or a connection error, with a doubling pause.
+      - 0 or more; the module refuses less before it does anything.
     type: int
     default: 4
 extends_documentation_fragment:
@@ -246,6 +247,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client, node_labels
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
@@ -255,7 +257,8 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.labels imp
 
 
 def main():
-    module = AnsibleModule(
+    module, rules = _options.module(
+        AnsibleModule,
         argument_spec=argument_spec(
             nodes=dict(type="dict"),
             node_names=dict(type="dict", default={}),
@@ -263,9 +266,8 @@ def main():
             state=dict(type="str", default="present", choices=["present", "absent"]),
             gfd=dict(type="bool", default=False),
             missing_nodes=dict(type="str", default="fail", choices=["fail", "skip"]),
-            concurrency=dict(type="int", default=8),
-            request_timeout=dict(type="int", default=30),
-            retries=dict(type="int", default=4),
+            concurrency=dict(type="int", default=8, minimum=1),
+            retries=dict(type="int", default=4, minimum=0),
             **plugin_config_spec()
         ),
         required_if=[("state", "present", ["nodes"])],
@@ -277,11 +279,11 @@ def main():
         labels_for, soft, releases = node_rules(params)  # the plugin config is checked before any API call
         # the core API only (no discovery), with as many pooled connections as parallel patches
         core = client.from_params(params, field_manager=node_labels.FIELD_MANAGER, pool_size=params["concurrency"]).core
-        labeller = node_labels.NodeLabeller(core, timeout=params["request_timeout"], retries=params["retries"])
+        labeller = node_labels.NodeLabeller(core, retries=params["retries"])
         return node_labels.run(params, labeller, labels_for, check_mode=module.check_mode, want_diff=module._diff,
                                soft=soft, releases=releases)
 
-    run_module(module, work, requires=client.REQUIRES)
+    run_module(module, work, requires=client.REQUIRES, rules=rules)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,9 @@ options:
     type: bool
     default: true
   wait_timeout:
-    description: Bound of the evictions and of that wait, in seconds.
+    description:
+      - Bound of the evictions and of that wait, in seconds.
+      - 0 or more; the module refuses less before it does anything.
     type: int
     default: 300
   runtime_classes:
@@ -151,6 +153,7 @@ restored_labels:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client, maintenance
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
@@ -176,14 +179,15 @@ def work(params, check_mode):
 
 
 def main():
-    module = AnsibleModule(
+    module, rules = _options.module(
+        AnsibleModule,
         argument_spec=argument_spec(
             node=dict(type="str", required=True),
             state=dict(type="str", default="drained", choices=["drained", "restored"]),
             cordon=dict(type="bool", default=True),
             evict=dict(type="bool", default=True),
             wait=dict(type="bool", default=True),
-            wait_timeout=dict(type="int", default=300),
+            wait_timeout=dict(type="int", default=300, minimum=0),
             runtime_classes=dict(type="list", elements="str", default=[nv.RUNTIME_NAME]),
             pause_value=dict(type="str", default=nv.DEPLOY_LABEL_PAUSED),
             mig_config_state=dict(type="str", choices=list(nv.MIG_CONFIG_STATES)),
@@ -191,7 +195,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    run_module(module, lambda: work(module.params, module.check_mode), requires=client.REQUIRES)
+    run_module(module, lambda: work(module.params, module.check_mode), requires=client.REQUIRES, rules=rules)
 
 
 if __name__ == "__main__":

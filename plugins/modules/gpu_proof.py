@@ -133,7 +133,10 @@ options:
     choices: [changed, always]
     default: changed
   timeout:
-    description: Seconds to wait for the Jobs. Their C(activeDeadlineSeconds) is 300 more, a safety net for a run that is interrupted before it deletes them.
+    description:
+      - Seconds to wait for the Jobs. Their C(activeDeadlineSeconds) is 300 more, a safety net for a run that is
+        interrupted before it deletes them.
+      - 0 or more; the module refuses less before it does anything.
     type: int
     default: 300
 extends_documentation_fragment:
@@ -276,6 +279,7 @@ namespace:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
@@ -305,7 +309,8 @@ def vendor_params(params):
 
 
 def main():
-    module = AnsibleModule(
+    module, rules = _options.module(
+        AnsibleModule,
         argument_spec=argument_spec(
             vendor=dict(type="str", default="nvidia", choices=sorted(VENDORS)),
             namespace=dict(type="str", default=nv.PROOF_NAMESPACE),
@@ -321,14 +326,14 @@ def main():
             readiness_taint=dict(type="bool", default=False),
             success_pattern=dict(type="str"),
             require_log=dict(type="bool", default=False),
-            timeout=dict(type="int", default=nv.PROOF_TIMEOUT),
+            timeout=dict(type="int", default=nv.PROOF_TIMEOUT, minimum=0),
             proven_under=dict(type="dict", default={}),
             plugin_configs=dict(type="dict", default={}),
             reprove=dict(type="str", default="changed", choices=list(REPROVE)),
         ),
         supports_check_mode=True,
     )
-    run_module(module, lambda: run(vendor_params(module.params), check_mode=module.check_mode), requires=REQUIRES)
+    run_module(module, lambda: run(vendor_params(module.params), check_mode=module.check_mode), requires=REQUIRES, rules=rules)
 
 
 if __name__ == "__main__":

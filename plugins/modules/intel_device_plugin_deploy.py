@@ -154,6 +154,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.vendor_args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
@@ -162,7 +163,8 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._intel.deployment 
 
 
 def main():
-    module = AnsibleModule(
+    module, rules = _options.module(
+        AnsibleModule,
         argument_spec=argument_spec(
             namespace=dict(type="str", default=intel.DEVICE_PLUGIN_NAMESPACE),
             version=dict(type="str", default=intel.DEVICE_PLUGIN_VERSION),
@@ -178,7 +180,7 @@ def main():
         supports_check_mode=True,
     )
     run_module(module, lambda: run(module.params, check_mode=module.check_mode, want_diff=module._diff),
-               requires=REQUIRES)
+               requires=REQUIRES, rules=rules)
 
 
 if __name__ == "__main__":

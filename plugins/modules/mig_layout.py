@@ -41,7 +41,9 @@ options:
       - Exactly one of O(config) and O(config_file).
     type: dict
   config_file:
-    description: A mig-parted config file on the host (YAML or JSON), such as the MIG manager's C(config.yaml).
+    description:
+      - A mig-parted config file on the host (YAML or JSON), such as the MIG manager's C(config.yaml).
+      - An absolute path (C(~) is expanded), since the module runs on the managed host, in a working directory nobody chose.
     type: path
   name:
     description: The layout of the config to apply (mig-parted's C(--selected-config)); may be left out when the config has one.
@@ -158,6 +160,7 @@ import json
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import mig_apply, mig_config
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.nvml import gather_gpu_facts
@@ -252,14 +255,15 @@ def work(params, check_mode, want_diff):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(config=dict(type="dict"), config_file=dict(type="path"), name=dict(type="str")),
+    module, rules = _options.module(
+        AnsibleModule,
+        argument_spec=dict(config=dict(type="dict"), config_file=dict(type="path", absolute=True), name=dict(type="str")),
         required_one_of=[("config", "config_file")],
         mutually_exclusive=[("config", "config_file")],
         supports_check_mode=True,
     )
     run_module(module, lambda: work(module.params, module.check_mode, module._diff),
-               requires=(("nvidia-ml-py", PYNVML_IMPORT_ERROR, "https://pypi.org/project/nvidia-ml-py/"),))
+               requires=(("nvidia-ml-py", PYNVML_IMPORT_ERROR, "https://pypi.org/project/nvidia-ml-py/"),), rules=rules)
 
 
 if __name__ == "__main__":

@@ -108,7 +108,9 @@ options:
     type: bool
     default: true
   wait_timeout:
-    description: How long to wait in all, in seconds.
+    description:
+      - How long to wait in all, in seconds.
+      - 0 or more; the module refuses less before it does anything.
     type: int
     default: 300
   expected:
@@ -240,6 +242,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
@@ -248,7 +251,8 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu.deploymen
 
 
 def main():
-    module = AnsibleModule(
+    module, rules = _options.module(
+        AnsibleModule,
         argument_spec=argument_spec(
             namespace=dict(type="str", default=C.NAMESPACE),
             version=dict(type="str", default=C.VERSION),
@@ -264,7 +268,7 @@ def main():
             extender_ignorable=dict(type="bool", default=False),
             state=dict(type="str", default="present", choices=["present", "absent"]),
             wait=dict(type="bool", default=True),
-            wait_timeout=dict(type="int", default=C.DEFAULT_WAIT_TIMEOUT),
+            wait_timeout=dict(type="int", default=C.DEFAULT_WAIT_TIMEOUT, minimum=0),
             expected=dict(type="dict", default={}),
             facts=dict(type="dict", default={}),
             node_names=dict(type="dict", default={}),
@@ -273,7 +277,7 @@ def main():
         supports_check_mode=True,
     )
     run_module(module, lambda: run(module.params, check_mode=module.check_mode, want_diff=module._diff),
-               requires=REQUIRES)
+               requires=REQUIRES, rules=rules)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,9 @@ options:
     type: bool
     default: true
   state_dir:
-    description: Where the backup and its record go; the container_toolkit role reads the record at the default place.
+    description:
+      - Where the backup and its record go; the container_toolkit role reads the record at the default place.
+      - An absolute path (C(~) is expanded), since the module runs on the managed host, in a working directory nobody chose.
     type: path
     default: /var/lib/kubegpu/nano-gpu
 extends_documentation_fragment:
@@ -118,6 +120,7 @@ record:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu import constants as C
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu.host import run
@@ -125,17 +128,18 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base impo
 
 
 def main():
-    module = AnsibleModule(
+    module, rules = _options.module(
+        AnsibleModule,
         argument_spec=dict(
             state=dict(type="str", choices=["present", "absent"], default="present"),
             hold_packages=dict(type="bool", default=True),
             remove_leftovers=dict(type="bool", default=True),
-            state_dir=dict(type="path", default=C.HOST_STATE_DIR),
+            state_dir=dict(type="path", default=C.HOST_STATE_DIR, absolute=True),
         ),
         supports_check_mode=True,
     )
     run_module(module, lambda: run(module.params, Host.from_module(module), check_mode=module.check_mode,
-                                   want_diff=module._diff))
+                                   want_diff=module._diff), rules=rules)
 
 
 if __name__ == "__main__":

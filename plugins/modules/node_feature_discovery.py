@@ -112,7 +112,9 @@ options:
     type: bool
     default: true
   wait_timeout:
-    description: How long to wait in all, in seconds.
+    description:
+      - How long to wait in all, in seconds.
+      - 0 or more; the module refuses less before it does anything.
     type: int
     default: 300
 extends_documentation_fragment:
@@ -211,6 +213,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
@@ -219,12 +222,13 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd.deployment im
 
 
 def main():
-    module = AnsibleModule(
+    module, rules = _options.module(
+        AnsibleModule,
         argument_spec=argument_spec(**NFD_OPTIONS),
         supports_check_mode=True,
     )
     run_module(module, lambda: run(module.params, check_mode=module.check_mode, want_diff=module._diff),
-               requires=REQUIRES)
+               requires=REQUIRES, rules=rules)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,12 @@ description:
   - Every other setting, its order and, for TOML files, its comments are kept. A file that needs no change is not
     touched (its modification time stays the same).
   - "Files are replaced atomically: the new content is written to a temporary file in the same directory, with the
-    owner, group and mode of the file it replaces (V(0644) for a new file; a missing directory is created V(0755)),
-    validated, then renamed over the live file. Symbolic links are followed: the file they point to is replaced."
+    owner, group, mode and extended attributes (POSIX ACLs, the SELinux label, C(user.*)) of the file it replaces
+    (V(0644) and none for a new file; a missing directory is created V(0755)), validated, then renamed over the live
+    file. An extended attribute that cannot be copied fails the run, with the live file left as it was. Symbolic links
+    are followed: the file they point to is replaced."
+  - Only regular files are read. A configuration path that is a FIFO, a device, a socket or a directory (or a link to
+    one) is refused, naming it, before anything is opened for reading.
   - "k3s and RKE2 generate their containerd's C(config.toml) again at every start, so the module never edits it (it
     refuses such a path for O(runtime=containerd)). They register the NVIDIA runtime themselves when they find
     C(nvidia-container-runtime) on their PATH; with O(runtime=k3s) or O(runtime=rke2) the module makes it their
@@ -60,6 +64,7 @@ options:
         NVIDIA's operator documentation uses on k0s); it must end in C(.toml). For microk8s,
         C(/var/snap/microk8s/current/args/containerd-template.toml).
       - It does not have to exist; a missing file is created.
+      - An absolute path (C(~) is expanded), since the module runs on the managed host, in a working directory nobody chose.
     type: path
   drop_in_path:
     description:
@@ -75,6 +80,7 @@ options:
       - For CRI-O, which merges drop-in files key by key, the drop-in holds only the runtime's tables and
         O(config_path) is neither read nor changed. NVIDIA's tools use C(/etc/crio/crio.conf.d/99-nvidia.toml).
       - NVIDIA's tools use C(/etc/containerd/conf.d/99-nvidia.toml) for containerd.
+      - An absolute path (C(~) is expanded), since the module runs on the managed host, in a working directory nobody chose.
     type: path
   runtime_name:
     description: Name of the runtime in the configuration (a RuntimeClass C(handler) for Kubernetes).
@@ -130,8 +136,12 @@ options:
       - V(absent) removes the runtime's table; gives the default runtime setting, when it names O(runtime_name), back
         to what the user had (see RV(changed_files) for the marker that remembers it; without one, the setting is
         removed and the runtime's built-in default applies); removes C(runtimes) (docker) and any table left empty that
-        had no header of its own, and C(features.cdi)/C(enable_cdi) as described for O(cdi). A C(daemon.json) left
-        holding nothing (C({})) is deleted, as it is what O(state=present) makes of a missing one.
+        had no header of its own, and C(features.cdi)/C(enable_cdi) as described for O(cdi).
+      - "For docker, V(absent) takes out only what the marker beside C(daemon.json) says O(state=present) put in: the
+        runtime's entry goes back to the user's own where there was one (its path, C(runtimeArgs) and all), as does a
+        C(default-runtime) the user had set to it; a file that held nothing (empty, blank, C({})) gets its text back,
+        and a file O(state=present) created goes. Without a marker of O(runtime_name) (O(state=present) never changed
+        the file, which was configured as asked already), C(daemon.json) is the user's and stays as it is."
       - For a containerd drop-in, V(absent) removes the C(imports) entry equal to O(drop_in_path) and deletes the
         drop-in. An C(imports) list left empty stays, as V([]), unless the main config had no C(imports) before
         O(state=present) added it; the drop-in's first line (a comment) remembers that, and the key goes with it.
@@ -263,9 +273,10 @@ changed_files:
       drop-in, the drop-in comes first, then the main config (O(state=present)); the other way round for O(state=absent).
     - A changed file without an entry in RV(backup_files) did not exist before (a rollback deletes it).
     - When the module makes O(runtime_name) the default of a file edited in place that named another default, or
-      turns CDI on there, it first writes C(<config_path>.kubegpu.json) beside it, holding what was there before, so
-      that O(state=absent) (or O(set_as_default=false)) gives it back exactly; the marker goes when nothing is left
-      to remember. No daemon reads it, so a change to the marker alone needs no restart (RV(restart_required)). A
+      turns CDI on there, or changes a docker C(daemon.json) at all, it first writes C(<config_path>.kubegpu.json)
+      beside it, holding what was there before (for docker also the user's own entry for the runtime, and the text of
+      a file that held nothing), so that O(state=absent) (or O(set_as_default=false)) gives it back exactly; the
+      marker goes when nothing is left to remember. No daemon reads it, so a change to the marker alone needs no restart (RV(restart_required)). A
       drop-in needs no marker, as the user's settings stay in the main file.
   returned: always
   type: list
@@ -294,6 +305,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import RUNTIME_NAME, RUNTIME_PATH
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import registry
@@ -301,11 +313,12 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.engine im
 
 
 def main():
-    module = AnsibleModule(
+    module, rules = _options.module(
+        AnsibleModule,
         argument_spec=dict(
             runtime=dict(type="str", required=True, choices=registry.NAMES),
-            config_path=dict(type="path"),
-            drop_in_path=dict(type="path"),
+            config_path=dict(type="path", absolute=True),
+            drop_in_path=dict(type="path", absolute=True),
             runtime_name=dict(type="str", default=RUNTIME_NAME),
             runtime_path=dict(type="str", default=RUNTIME_PATH),
             set_as_default=dict(type="bool", default=True),
@@ -318,7 +331,7 @@ def main():
         supports_check_mode=True,
     )
     run_module(module, lambda: run(module.params, check_mode=module.check_mode, want_diff=module._diff,
-                                   host=Host.from_module(module)))
+                                   host=Host.from_module(module)), rules=rules)
 
 
 if __name__ == "__main__":

@@ -115,6 +115,25 @@ def test_docker_check_real_idempotent_with_diff_backup_and_ownership(tmp_path):
     assert rc == 0 and gone["changed"] is True and path.read_bytes() == original  # same serializer: byte for byte
 
 
+@pytest.mark.parametrize("users_own", [
+    "",  # an empty daemon.json
+    '{\n  "runtimes": {\n    "nvidia": {\n      "path": "nvidia-container-runtime",\n      "runtimeArgs": []\n    }\n  }\n}\n',
+])
+def test_docker_a_users_file_survives_present_then_absent(tmp_path, users_own):
+    """Issue 26: a daemon.json holding only the user's own nvidia runtime, or nothing, was deleted by present then
+    absent."""
+    path = tmp_path / "daemon.json"
+    path.write_text(users_own)
+    args = {"runtime": "docker", "config_path": str(path)}
+    rc, present = module(args)
+    assert rc == 0 and present["changed"] is True and json.loads(path.read_text())["default-runtime"] == "nvidia"
+    rc, absent = module(dict(args, state="absent"))
+    assert rc == 0 and absent["changed"] is True
+    assert path.read_text() == users_own and sorted(os.listdir(str(tmp_path))) == ["daemon.json"]
+    rc, again = module(dict(args, state="absent"))
+    assert rc == 0 and again["changed"] is False and path.read_text() == users_own
+
+
 def test_docker_malformed_json_is_one_error_and_the_file_stays(tmp_path):
     path = tmp_path / "daemon.json"
     path.write_text('{\n    "log-driver": "json-file",\n    "log-opts": {"max-size": "10m",}\n}\n')
@@ -123,6 +142,38 @@ def test_docker_malformed_json_is_one_error_and_the_file_stays(tmp_path):
     assert rc != 0 and result["failed"] is True
     assert result["msg"] == "%s: line 3, column 36: invalid JSON: Expecting property name enclosed in double quotes" % path
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("runtime, make, kind", [
+    ("docker", os.mkfifo, "a FIFO (named pipe)"),
+    ("containerd", lambda path: os.symlink("/dev/zero", path), "a character device"),
+])
+def test_a_config_that_is_not_a_regular_file_is_refused_at_once(tmp_path, runtime, make, kind):
+    """A FIFO used to hang the module and /dev/zero to end it with a MemoryError traceback."""
+    path = tmp_path / "config"
+    make(str(path))
+    rc, result = run_module(MODULE, {"runtime": runtime, "config_path": str(path)}, timeout=60)
+    assert rc != 0 and result["failed"] is True
+    # named as the module reads it, links resolved (the link's target, /dev/zero)
+    assert result["msg"].startswith("%s: is %s, not a regular file" % (os.path.realpath(str(path)), kind)), result["msg"]
+
+
+def test_a_relative_config_path_is_refused_before_anything_is_read(tmp_path):
+    rc, result = run_module(MODULE, {"runtime": "docker", "config_path": "etc/docker/daemon.json"}, timeout=60)
+    assert rc != 0 and result["msg"] == (
+        "config_path: must be an absolute path (or start with ~), not 'etc/docker/daemon.json': the module runs on the "
+        "managed host, in a working directory nobody chose")
+
+
+def test_docker_keeps_the_files_extended_attributes(tmp_path):
+    path = seed(tmp_path, "daemon.json")
+    try:
+        os.setxattr(str(path), "user.kubegpu.test", b"kept")
+    except OSError as exc:
+        pytest.skip("the filesystem of %s refuses user.* extended attributes (%s)" % (tmp_path, exc.strerror))
+    rc, result = module({"runtime": "docker", "config_path": str(path)})
+    assert rc == 0 and result["changed"] is True
+    assert os.getxattr(str(path), "user.kubegpu.test") == b"kept"
 
 
 def test_docker_wrong_types_name_the_field(tmp_path):

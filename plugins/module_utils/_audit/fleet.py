@@ -55,8 +55,7 @@ def run(params, labeller=None, now=None):
     """The module's work; ``labeller``: a :class:`.._k8s.node_labels.NodeLabeller` (made from the options when None)."""
     if labeller is None:
         core = k8s_client.from_params(params).core
-        labeller = node_labels.NodeLabeller(core, timeout=params.get("request_timeout") or 30,
-                                            retries=params.get("retries") or 4)
+        labeller = node_labels.NodeLabeller(core, retries=params.get("retries") or 4)
     found = labeller.list_nodes()
     plans, warning = labels_plans(params, found) if params.get("labels", True) else ({}, None)
     records = dict((name, read_record(node)) for name, node in found.items() if read_record(node))

@@ -12,10 +12,16 @@ __metaclass__ = type
 
 import copy
 
-# Paired with plugins/doc_fragments/k8s_auth.py: change both together.
+# Seconds each request to the API server may take to connect, and then to answer (the read timeout): the
+# request_timeout option's default.
+DEFAULT_REQUEST_TIMEOUT = 30
+
+# Paired with plugins/doc_fragments/k8s_auth.py: change both together. ``absolute`` and ``minimum``: rules the argument
+# spec cannot say (plugins/module_utils/_options.py), taken out before AnsibleModule sees the spec.
 AUTH_ARG_SPEC = dict(
-    kubeconfig=dict(type="path"),
+    kubeconfig=dict(type="path", absolute=True),
     context=dict(type="str"),
+    request_timeout=dict(type="int", default=DEFAULT_REQUEST_TIMEOUT, minimum=1),
 )
 
 

@@ -6,35 +6,63 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """The one way from module options to the API server, and the verbs modules need over it.
 
-:func:`connect` turns ``kubeconfig``/``context`` into an ApiClient; :class:`Client` gets, lists, applies (server-side),
-deletes, reads pod logs and waits with watches, retrying with the one policy of :mod:`.retry`. This is the only file
-of the collection that imports the ``kubernetes`` library; nothing here knows about GPUs.
+:func:`connect` turns ``kubeconfig``/``context``/``request_timeout`` into an ApiClient (:class:`BoundedApiClient`) on
+which every request is bounded, API discovery included; :class:`Client` gets, lists, applies (server-side), deletes,
+reads pod logs and waits with watches, retrying with the one policy of :mod:`.retry`. This is the only file of the
+collection that imports the ``kubernetes`` library; nothing here knows about GPUs.
+
+Why the bound is set here and not per call: the library's requests have no timeout unless the caller passes
+``_request_timeout`` (``kubernetes/client/rest.py``: ``timeout = None`` unless ``_request_timeout`` is set, and
+urllib3 then waits for ever), and the dynamic client's discovery (``kubernetes/dynamic/discovery.py``:
+``self.client.request('get', '/version', ...)``, ``GET /apis``, ``GET /apis/<group>/<version>``) passes none
+(kubernetes-client/python#1961; client-go bounds its discovery itself, kubernetes/kubernetes#62733). urllib3's own
+default of 3 retries would also ask an unanswering server again three times on every GET.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import json
+import logging
+import os
+import re
+import stat
+import threading
 import time
 import traceback
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote, urlsplit
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, WaitTimeout
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import retry
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import DEFAULT_REQUEST_TIMEOUT
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import MANAGER, compare, key
 
 try:
     from kubernetes import client as _client, config as _config, watch as _watch
     from kubernetes.client.rest import ApiException
-    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic import DynamicClient, LazyDiscoverer as _LazyDiscoverer
     from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
-    from urllib3.exceptions import HTTPError as _Urllib3Error
+    from urllib3.exceptions import HTTPError as _Urllib3Error, MaxRetryError as _MaxRetryError
+    from urllib3.exceptions import NewConnectionError as _NewConnectionError, TimeoutError as _Urllib3Timeout
+    from urllib3.util.retry import Retry as _Retry
     from yaml import YAMLError as _YAMLError
+    _ApiClientBase = _client.ApiClient
     KUBERNETES_IMPORT_ERROR = None
 except ImportError:
     KUBERNETES_IMPORT_ERROR = traceback.format_exc()
     _client = _config = _watch = DynamicClient = None
+    _ApiClientBase = _Retry = _LazyDiscoverer = object  # the classes below are then defined but never used
+
+    class _MaxRetryError(Exception):
+        reason = None
+
+    class _Urllib3Timeout(Exception):
+        pass
+
+    class _NewConnectionError(_Urllib3Timeout):
+        pass
 
     class ApiException(Exception):  # stand-ins so that except clauses work without the library
         status = None
@@ -58,6 +86,13 @@ except ImportError:
 REQUIRES = (("kubernetes", KUBERNETES_IMPORT_ERROR),)
 # Errors of a request that reached (or tried to reach) the API server; retry.retriable says which are worth a retry.
 TRANSIENT = (ApiException, DynamicApiError, _Urllib3Error, OSError)
+# The API discovery requests (the dynamic client's, before it can name a resource's path).
+_DISCOVERY = re.compile(r"^/(version|api(/v1)?|apis(/[^/]+){0,2})/?$")
+WRITES_SHOWN = 10  # how many of the run's changes an unanswered-request message names
+
+
+class NoAnswer(K8sError):
+    """The API server did not answer a request in time (connect or read timeout): the module's run ends there."""
 
 
 def api_error_text(exc):
@@ -83,24 +118,220 @@ def api_error_text(exc):
     return "%s: %s" % (head, text) if text else head
 
 
-def connect(kubeconfig=None, context=None, pool_size=None):
-    """An ApiClient: from ``kubeconfig``/``context`` when either is given, else the in-cluster service account
-    (falling back to the default kubeconfig outside a cluster). ``pool_size``: HTTP connections kept per host, for
-    callers that send requests in parallel. Errors never quote the file's contents."""
+class _ExecPluginErrors(logging.Handler):
+    """The errors the kubeconfig loader logs instead of raising while it loads credentials.
+
+    ``kubernetes/config/kube_config.py`` runs a user's ``exec`` credential plugin inside ``_load_from_exec_plugin``,
+    catches whatever goes wrong (a missing command is ``FileNotFoundError``) and only calls ``logging.error(str(e))``;
+    the client then goes on without credentials, and the API server answers ``403 ... system:anonymous``. Those three
+    ``logging.error`` calls are the only logging of that file, so every record it logs while a kubeconfig loads is an
+    exec plugin's failure. Used as a context manager around the load (on the root logger, where the library logs)."""
+
+    def __init__(self):
+        super(_ExecPluginErrors, self).__init__(logging.ERROR)
+        self.messages = []
+
+    def emit(self, record):
+        if os.path.basename(record.pathname or "") == "kube_config.py":
+            self.messages.append(record.getMessage())
+
+    def __enter__(self):
+        logging.getLogger().addHandler(self)
+        return self
+
+    def __exit__(self, *exc_info):
+        logging.getLogger().removeHandler(self)
+        return False
+
+
+def exec_plugin_reason(message):
+    """What an exec credential plugin's failure means, from the loader's logged message, in one line."""
+    missing = re.search(r"\[Errno 2\] No such file or directory: '([^']+)'", message)
+    if missing:
+        return ("its exec credential plugin %r is not installed on the host that runs the module (not found on its "
+                "PATH); install it there, or use a kubeconfig whose user has a token or a client certificate"
+                % missing.group(1))
+    denied = re.search(r"\[Errno 13\] Permission denied: '([^']+)'", message)
+    if denied:
+        return "its exec credential plugin %r cannot be run (permission denied)" % denied.group(1)
+    first = (message.strip().splitlines() or ["no message"])[0]
+    return "its exec credential plugin failed, so there are no credentials: %s" % first[:300]
+
+
+class _Retries(_Retry):
+    """urllib3's own retries (its default: 3 in all, at once) for a refused or reset connection, but none after a
+    timeout: a server that did not answer within the request's timeout is not asked again (urllib3 would ask it three
+    times more on every GET, four timeouts in all)."""
+
+    def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
+        if _is_timeout(error):
+            raise _MaxRetryError(_pool, url, error)
+        return super(_Retries, self).increment(method=method, url=url, response=response, error=error, _pool=_pool,
+                                               _stacktrace=_stacktrace)
+
+
+def _is_timeout(error):
+    """Whether a urllib3 error is a connect or read timeout. Not a refused connection: urllib3's NewConnectionError
+    is a subclass of its ConnectTimeoutError (for history's sake), and a refused connection is an API server that is
+    away (restarting), which the waits retry."""
+    return isinstance(error, _Urllib3Timeout) and not isinstance(error, _NewConnectionError)
+
+
+def _timed_out(exc):
+    return _is_timeout(exc) or (isinstance(exc, _MaxRetryError) and _is_timeout(getattr(exc, "reason", None)))
+
+
+def _streams(url):
+    """Whether a request's answer is read as a stream by its caller (a watch), not at once."""
+    return any(k in ("watch", "follow") and str(v).lower() == "true" for k, v in parse_qsl(urlsplit(url).query))
+
+
+def describe(method, url):
+    """``GET /apis/apps/v1`` (API discovery), ``PATCH /api/v1/nodes/a``: a request as messages name it (the path
+    only: a query holds selectors, never credentials, but is noise)."""
+    path = urlsplit(url).path or "/"
+    return "%s %s%s" % (method.upper(), path, " (API discovery)" if _DISCOVERY.match(path) else "")
+
+
+class BoundedApiClient(_ApiClientBase):
+    """An ApiClient whose every request is bounded, and which remembers what the run did, for the message that ends
+    it when the API server stops answering.
+
+    A request that passes no ``_request_timeout`` (the dynamic client's discovery and verbs, :class:`CoreRequests`)
+    gets ``(timeout, timeout)``: at most ``timeout`` seconds to connect, then at most ``timeout`` seconds of silence
+    while the answer is read, body included (read here, within the timeout, unless the request is a watch). A request
+    that times out is not retried (:class:`_Retries`) and raises :class:`NoAnswer`, naming the server, the request and
+    what the run had done; after one that used the default, every later request of the run fails the same way at once
+    (a cleanup after the failure then does not wait out a timeout per request). A caller that passes its own
+    ``_request_timeout`` (a watch; a pod log, which the API server fetches from a kubelet) gets :class:`NoAnswer` too,
+    but the server is not written off."""
+
+    def __init__(self, configuration=None, timeout=DEFAULT_REQUEST_TIMEOUT):
+        super(BoundedApiClient, self).__init__(configuration)
+        self.request_timeout = timeout
+        self.answered = 0
+        self.changes = []  # the writes the server accepted, as describe() names them (dry runs are not changes)
+        self.unanswered = None  # the message of the request that ended the run
+        self._lock = threading.Lock()
+
+    @property
+    def server(self):
+        return self.configuration.host
+
+    def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):
+        if self.unanswered is not None:
+            raise NoAnswer(self.unanswered, server=self.server)
+        timeout = (self.request_timeout, self.request_timeout) if _request_timeout is None else _request_timeout
+        try:
+            response = super(BoundedApiClient, self).call_api(method, url, header_params=header_params, body=body,
+                                                              post_params=post_params, _request_timeout=timeout)
+            if not _streams(url):
+                response.read()
+        except _Urllib3Error as exc:  # pylint: disable=catching-non-exception
+            if not _timed_out(exc):
+                raise
+            message = self.no_answer(method, url, timeout, _request_timeout is None)
+            if _request_timeout is None:
+                self.unanswered = message
+            raise NoAnswer(message, server=self.server)
+        with self._lock:
+            self.answered += 1
+            query = dict(parse_qsl(urlsplit(url).query))
+            if method.upper() not in ("GET", "HEAD") and 200 <= response.status <= 299 and not query.get("dryRun"):
+                self.changes.append(describe(method, url))
+        return response
+
+    def no_answer(self, method, url, timeout, default):
+        """The message of a request that timed out: the server, the request, the bound, what the run had done."""
+        seconds = timeout[1] if isinstance(timeout, tuple) else timeout
+        bound = "%gs%s" % (seconds, " (request_timeout)" if default else "")
+        with self._lock:
+            answered, changes = self.answered, list(self.changes)
+        if not answered:
+            done = "it had answered no request of this run, so nothing was changed"
+        elif not changes:
+            done = "before that it answered %d request(s) of this run, none of them a change" % answered
+        else:
+            shown = ", ".join(changes[:WRITES_SHOWN])
+            more = " and %d more" % (len(changes) - WRITES_SHOWN) if len(changes) > WRITES_SHOWN else ""
+            done = ("before that it answered %d request(s) of this run and accepted %d change(s), which stay: %s%s"
+                    % (answered, len(changes), shown, more))
+        return ("the Kubernetes API server %s did not answer %s within %s; %s. Check that it is up and reachable "
+                "from this host, then run again (the module is idempotent); raise request_timeout only if it is just "
+                "slow" % (self.server, describe(method, url), bound, done))
+
+
+def _private_dir(path):
+    """``path``, a directory of this user's alone (made with mode 0700 when missing), or None where it cannot be:
+    another owner, a link, or group or other access that cannot be taken away."""
+    try:
+        os.makedirs(path, 0o700)
+    except OSError:
+        pass
+    try:
+        found = os.lstat(path)
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
+            return None
+        if stat.S_IMODE(found.st_mode) & 0o077:
+            os.chmod(path, 0o700)
+    except OSError:
+        return None
+    return path
+
+
+def discovery_cache_file(host, environ=None):
+    """Where the dynamic client keeps what it discovered of the API server ``host``: a file in the user's own cache
+    directory (``$XDG_CACHE_HOME``, else ``~/.cache``, then ``kubegpu/discovery``, mode 0700), as kubectl keeps its
+    discovery under ``~/.kube/cache/discovery``; or None when there is no such private place (nothing is then kept on
+    disk).
+
+    Never the library's default, ``<tmp>/osrcp-<md5 of the host>.json``: any local user can create that name first,
+    and the client would read the resource paths it serves from a file someone else wrote."""
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(base):
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home):
+            return None
+        base = os.path.join(home, ".cache")
+    directory = _private_dir(os.path.join(base, "kubegpu", "discovery"))
+    if directory is None:
+        return None
+    return os.path.join(directory, hashlib.sha256(host.encode("utf-8")).hexdigest()[:32] + ".json")
+
+
+class _InMemoryDiscoverer(_LazyDiscoverer):
+    """The dynamic client's lazy discovery, kept in memory only (no private cache directory to be had)."""
+
+    def __init__(self, client, cache_file):
+        # a file that cannot exist (a path under /dev/null): the library neither reads one nor, below, writes one
+        super(_InMemoryDiscoverer, self).__init__(client, os.path.join(os.devnull, "kubegpu-discovery.json"))
+
+    def _write_cache(self):
+        pass
+
+
+def connect(kubeconfig=None, context=None, pool_size=None, timeout=DEFAULT_REQUEST_TIMEOUT):
+    """A :class:`BoundedApiClient`: from ``kubeconfig``/``context`` when either is given, else the in-cluster service
+    account (falling back to the default kubeconfig outside a cluster). ``pool_size``: HTTP connections kept per host,
+    for callers that send requests in parallel; ``timeout``: the bound of every request (connect, then read). Errors
+    never quote the file's contents."""
     if KUBERNETES_IMPORT_ERROR:
         raise K8sError("the kubernetes Python library is required", exception=KUBERNETES_IMPORT_ERROR)
     configuration = _client.Configuration()
+    where = "kubeconfig %s" % kubeconfig if kubeconfig else "the default kubeconfig / in-cluster config"
+    where += " (context %s)" % context if context else ""
     try:
-        if kubeconfig or context:
-            _config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration,
-                                     persist_config=False)
-        else:
-            try:
-                _config.load_incluster_config(client_configuration=configuration)
-            except _config.ConfigException:
-                _config.load_kube_config(client_configuration=configuration, persist_config=False)
+        with _ExecPluginErrors() as exec_errors:
+            if kubeconfig or context:
+                _config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration,
+                                         persist_config=False)
+            else:
+                try:
+                    _config.load_incluster_config(client_configuration=configuration)
+                except _config.ConfigException:
+                    _config.load_kube_config(client_configuration=configuration, persist_config=False)
     except (_config.ConfigException, OSError, ValueError, TypeError, _YAMLError) as exc:
-        where = "kubeconfig %s" % kubeconfig if kubeconfig else "the default kubeconfig / in-cluster config"
         if isinstance(exc, _YAMLError):
             # only the position: a parser's message can quote the file, and a kubeconfig holds credentials
             mark = getattr(exc, "problem_mark", None)
@@ -109,15 +340,20 @@ def connect(kubeconfig=None, context=None, pool_size=None):
             reason = str(exc).splitlines()[0]
         else:
             reason = type(exc).__name__
-        raise K8sError("cannot load %s%s: %s" % (where, " (context %s)" % context if context else "", reason))
+        raise K8sError("cannot load %s: %s" % (where, reason))
+    if exec_errors.messages:
+        raise K8sError("cannot load %s: %s" % (where, exec_plugin_reason(exec_errors.messages[0])))
     if pool_size:
         configuration.connection_pool_maxsize = max(int(pool_size), 1)
-    return _client.ApiClient(configuration)
+    configuration.retries = _Retries(total=3)
+    return BoundedApiClient(configuration, timeout=timeout or DEFAULT_REQUEST_TIMEOUT)
 
 
 def from_params(params, field_manager=MANAGER, pool_size=None, **kwargs):
-    """The :class:`Client` of a module, from its ``kubeconfig`` and ``context`` options (:data:`.args.AUTH_ARG_SPEC`)."""
-    return Client(connect(params.get("kubeconfig"), params.get("context"), pool_size=pool_size),
+    """The :class:`Client` of a module, from its ``kubeconfig``, ``context`` and ``request_timeout`` options
+    (:data:`.args.AUTH_ARG_SPEC`)."""
+    return Client(connect(params.get("kubeconfig"), params.get("context"), pool_size=pool_size,
+                          timeout=params.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT),
                   field_manager=field_manager, **kwargs)
 
 
@@ -204,10 +440,15 @@ class Client(object):
     def dynamic(self):
         """The dynamic client, made on first use (it asks the API server what it serves)."""
         if self._dynamic is None:
+            host = self.api_client.configuration.host
+            cache_file = discovery_cache_file(host)
             try:
-                self._dynamic = DynamicClient(self.api_client)
+                if cache_file is None:
+                    self._dynamic = DynamicClient(self.api_client, discoverer=_InMemoryDiscoverer)
+                else:
+                    self._dynamic = DynamicClient(self.api_client, cache_file=cache_file)
             except TRANSIENT as exc:  # pylint: disable=catching-non-exception
-                raise K8sError("cannot reach the Kubernetes API server: %s" % api_error_text(exc))
+                raise K8sError("cannot reach the Kubernetes API server %s: %s" % (host, api_error_text(exc)))
         return self._dynamic
 
     @property
@@ -281,6 +522,8 @@ class Client(object):
         """``(text, None)``, or ``(None, why)`` when the log cannot be read (a kubelet the API server cannot reach)."""
         try:
             text = self.core.read_namespaced_pod_log(name, namespace, container=container, _request_timeout=timeout)
+        except NoAnswer as exc:  # its own timeout: the API server asks the node's kubelet, which may be the slow one
+            return None, str(exc)
         except TRANSIENT as exc:  # pylint: disable=catching-non-exception
             return None, api_error_text(exc)
         return text or "", None

@@ -100,9 +100,10 @@ def _key(pod):
 
 
 class Maintenance(object):
-    """``core``: :class:`.client.CoreRequests` (or a stand-in); ``client``: :class:`.client.Client` for the watch."""
+    """``core``: :class:`.client.CoreRequests` (or a stand-in); ``client``: :class:`.client.Client` for the watch.
+    ``timeout``: each request's, None for the client's own bound (the module's ``request_timeout``)."""
 
-    def __init__(self, core, client, pause_value, clock=time.monotonic, sleep=time.sleep, timeout=30):
+    def __init__(self, core, client, pause_value, clock=time.monotonic, sleep=time.sleep, timeout=None):
         self.core = core
         self.client = client
         self.pause_value = pause_value

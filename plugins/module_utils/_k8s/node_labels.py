@@ -135,9 +135,11 @@ class _Conflict(Exception):
 
 class NodeLabeller(object):
     """Lists nodes and applies labels, retrying with the collection's :class:`.retry.RetryPolicy`. ``core`` is a
-    CoreV1Api (``Client.core``, or a stand-in in tests); ``wait(seconds)`` pauses between retries."""
+    CoreV1Api (``Client.core``, or a stand-in in tests); ``wait(seconds)`` pauses between retries. ``timeout``: each
+    request's, None for the client's own bound (``request_timeout``; a request it times out ends the run, unretried:
+    :class:`.client.NoAnswer` is not one of the errors retried)."""
 
-    def __init__(self, core, field_manager=FIELD_MANAGER, timeout=30, retries=4, wait=None):
+    def __init__(self, core, field_manager=FIELD_MANAGER, timeout=None, retries=4, wait=None):
         self.core = core
         self.field_manager = field_manager
         self.timeout = timeout
@@ -277,7 +279,11 @@ def run(params, labeller, labels_for, check_mode=False, want_diff=False, soft=()
                     errors.append(exc)
         if errors:
             done = sorted(applied)
-            failed = K8sError("%s%s" % ("; ".join(str(exc) for exc in errors[:10]),
+            messages = []
+            for exc in errors:  # one server that stopped answering fails every parallel request with one message
+                if str(exc) not in messages:
+                    messages.append(str(exc))
+            failed = K8sError("%s%s" % ("; ".join(messages[:10]),
                                         " (%d node(s) were labelled before the error)" % len(done) if done else ""),
                               node=errors[0].details.get("node"))
             failed.status = getattr(errors[0], "status", None)

@@ -29,7 +29,7 @@ def argument_spec(**options):
         missing_nodes=dict(type="str", default="fail", choices=["fail", "skip"]),
         state=dict(type="str", default="present", choices=["present", "absent"]),
         wait=dict(type="bool", default=True),
-        wait_timeout=dict(type="int", default=DEFAULT_WAIT_TIMEOUT),
+        wait_timeout=dict(type="int", default=DEFAULT_WAIT_TIMEOUT, minimum=0),
     )
     spec.update(options)
     return spec

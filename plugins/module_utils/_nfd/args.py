@@ -13,6 +13,7 @@ __metaclass__ = type
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd import constants as nfd
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd.manifests import PCI_LABEL_FIELDS
@@ -32,14 +33,16 @@ NFD_OPTIONS = dict(
     use_existing=dict(type="bool", default=True),
     state=dict(type="str", default="present", choices=["present", "absent"]),
     wait=dict(type="bool", default=True),
-    wait_timeout=dict(type="int", default=nfd.DEFAULT_WAIT_TIMEOUT),
+    wait_timeout=dict(type="int", default=nfd.DEFAULT_WAIT_TIMEOUT, minimum=0),
 )
 
 
 def validated(options, option="nfd"):
     """``options`` checked and completed with :data:`NFD_OPTIONS`, as the module's own argument spec would; raises
     :class:`OptionError` naming ``option`` and every problem."""
-    result = ArgumentSpecValidator(NFD_OPTIONS).validate(dict(options or {}))
-    if result.error_messages:
-        raise OptionError(option, "; ".join(result.error_messages))
+    spec, rules = _options.split(NFD_OPTIONS)
+    result = ArgumentSpecValidator(spec).validate(dict(options or {}))
+    problems = result.error_messages or _options.errors(result.validated_parameters, rules)
+    if problems:
+        raise OptionError(option, "; ".join(problems))
     return result.validated_parameters

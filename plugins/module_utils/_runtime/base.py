@@ -29,11 +29,12 @@ class RuntimeSettings(object):
     runtime the user had before ours took its place (when ours stops being the default, that one comes back; None
     removes the setting, so that the daemon's built-in default applies); ``cdi_added``, whether CDI was turned on by
     us (only then does removal give it back: a user's own ``enable_cdi = true`` stays), and ``cdi_before``, what the
-    setting was then (``False``, or None for no setting).
+    setting was then (``False``, or None for no setting); ``found``, what the adapter's :meth:`Runtime.found_of` said
+    of the main config when ``state=present`` first edited it (keys of :data:`FOUND_KEYS`, each only when remembered).
     """
 
     def __init__(self, name, path, set_as_default=True, cdi=False, previous_default=None, cdi_added=False,
-                 cdi_before=None):
+                 cdi_before=None, found=None):
         self.name = name
         self.path = path
         self.set_as_default = set_as_default
@@ -41,6 +42,7 @@ class RuntimeSettings(object):
         self.previous_default = previous_default
         self.cdi_added = cdi_added
         self.cdi_before = cdi_before
+        self.found = found or {}
 
     def __repr__(self):
         return ("RuntimeSettings(name=%r, path=%r, set_as_default=%r, cdi=%r, previous_default=%r, cdi_added=%r)"
@@ -54,10 +56,15 @@ class RuntimeSettings(object):
 
 
 # A file beside the runtime's main config, ours, that remembers what removal must give back and an in-place edit
-# cannot tell afterwards: the default runtime ours replaced, and the CDI setting before we turned CDI on (in-place
-# edits only: a drop-in that goes takes its settings with it). JSON: {"runtime": <ours>, "previous_default": <name>,
-# "cdi_before": <false or null>}; a key only when it applies ("cdi_before" present: CDI was turned on by us).
+# cannot tell afterwards: the default runtime ours replaced, the CDI setting before we turned CDI on, and what the
+# adapter's found_of() said of the file before ours (in-place edits only: a drop-in that goes takes its settings with
+# it). JSON: {"runtime": <ours>, "previous_default": <name>, "cdi_before": <false or null>, "runtime_before": <the
+# user's own entry for the runtime, or null>, "default_before": <ours, where the user had made it the default>,
+# "file_before": <the text of a file that held no setting, or null for no file>}; a key only when it applies
+# ("cdi_before" present: CDI was turned on by us).
 MARKER_SUFFIX = ".kubegpu.json"
+# What found_of() may remember.
+FOUND_KEYS = ("runtime_before", "default_before", "file_before")
 
 
 class Host(object):
@@ -160,6 +167,12 @@ class Runtime(object):
 
     def cdi_of(self, text, the_plan):
         """Whether a text of the main config turns CDI on (True), off (False), or says nothing (None)."""
+        return None
+
+    def found_of(self, text, the_plan):
+        """What removal must give back of the main config ``text`` (None: missing) as ``state=present`` first finds
+        it, beyond the default runtime and CDI: a dict of :data:`FOUND_KEYS` for the engine's marker, or None when the
+        adapter's removal needs nothing more."""
         return None
 
     def plan(self, the_plan, host):

@@ -103,22 +103,44 @@ def configure(text, path, settings):
     return _render(text, before, data)
 
 
+def found_of(text, path, settings):
+    """What :func:`unconfigure` must give back of ``text`` (None: missing) as ``state=present`` first found it: the
+    user's own ``runtimes.<name>`` (None when there was none) and, where the user had made it the default already,
+    ``default_before`` (the engine's ``previous_default`` is the other default ours replaced); for a file that held no
+    setting at all (missing, empty, blank or ``{}``), its text (None: there was no file)."""
+    data = parse(text, path)
+    runtimes = data.get("runtimes")
+    found = {"runtime_before": runtimes.get(settings.name) if isinstance(runtimes, dict) else None}
+    if found["runtime_before"] is not None and data.get("default-runtime") == settings.name:
+        found["default_before"] = settings.name
+    if not data:
+        found["file_before"] = text
+    return found
+
+
 def unconfigure(text, path, settings):
     """``text`` without what :func:`configure` added.
 
-    ``runtimes.<name>`` goes, and ``runtimes`` when that empties it; ``default-runtime``, when it names our runtime,
-    goes back to ``settings.previous_default`` (or goes, so that docker falls back to runc); ``features.cdi`` only
-    when ``settings.cdi_added`` (ours turned it on) and it is ``true``, and ``features`` when that empties it. A file
-    left holding nothing (``{}``) after that is what :func:`configure` made of a missing one: ``None``, it goes.
+    ``runtimes.<name>`` goes back to the user's own entry where ``settings.found`` remembers one (``runtime_before``),
+    else goes, and ``runtimes`` when that empties it; ``default-runtime``, when it names our runtime, stays where the
+    user had made it so (``default_before``), else goes back to ``settings.previous_default`` (or goes, so that docker
+    falls back to runc); ``features.cdi`` only when
+    ``settings.cdi_added`` (ours turned it on) and it is ``true``, and ``features`` when that empties it. A file left
+    holding nothing (``{}``) after that becomes what it was before ``state=present`` (``file_before``: its text, or
+    ``None``, it goes); without that record it goes, as what :func:`configure` made of a missing one.
     """
     before = parse(text, path)
     data = json.loads(json.dumps(before))
     runtimes = _object(data, "runtimes", path)
+    users_own = settings.found.get("runtime_before")
     if runtimes is not None and settings.name in runtimes:
-        del runtimes[settings.name]
-        if not runtimes:
-            del data["runtimes"]
-    if data.get("default-runtime") == settings.name:
+        if users_own is not None:
+            runtimes[settings.name] = users_own
+        else:
+            del runtimes[settings.name]
+            if not runtimes:
+                del data["runtimes"]
+    if data.get("default-runtime") == settings.name and settings.found.get("default_before") != settings.name:
         _restore_default(data, settings)
     if settings.cdi_added:
         features = _object(data, "features", path)
@@ -130,7 +152,8 @@ def unconfigure(text, path, settings):
             else:
                 features["cdi"] = settings.cdi_before
     if before and not data:
-        return None  # nothing but ours was in it: the file goes, as a containerd stub does (remove_import)
+        # nothing but ours was in it: the file as it was (empty, {}), or it goes, as a containerd stub does
+        return settings.found.get("file_before")
     return _render(text, before, data)
 
 
@@ -154,7 +177,21 @@ class Docker(Runtime):
         features = parse(text, the_plan.main_path).get("features")
         return features.get("cdi") if isinstance(features, dict) else None
 
+    def found_of(self, text, the_plan):
+        return found_of(text, the_plan.main_path, the_plan.settings)
+
     def plan(self, the_plan, host):
+        """``state=present`` edits daemon.json (the engine's marker then remembers what it found, see
+        :func:`found_of`); ``state=absent`` takes out only what the marker says the module put in: without a marker
+        of this runtime, the module never changed the file (it was configured as asked already, or by hand), and
+        everything in it is the user's."""
         text = _files.read_text(the_plan.main_path)
-        edit = configure if the_plan.present else unconfigure
-        the_plan.changes.append(Change(the_plan.main_path, text, edit(text, the_plan.main_path, the_plan.settings)))
+        settings = the_plan.settings
+        if the_plan.present:
+            after = configure(text, the_plan.main_path, settings)
+        elif settings.found or settings.previous_default or settings.cdi_added:
+            after = unconfigure(text, the_plan.main_path, settings)
+        else:
+            parse(text, the_plan.main_path)  # a broken file is still reported
+            after = text
+        the_plan.changes.append(Change(the_plan.main_path, text, after))

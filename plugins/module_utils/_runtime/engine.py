@@ -26,7 +26,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils import _files
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import registry
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import (
-    MARKER_SUFFIX, Change, Host, Plan, RuntimeSettings, real,
+    FOUND_KEYS, MARKER_SUFFIX, Change, Host, Plan, RuntimeSettings, real,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.common import TOMLKIT_IMPORT_ERROR
 
@@ -84,6 +84,7 @@ def plan(params, host):
         the_plan.settings.previous_default = marker.get("previous_default")
         the_plan.settings.cdi_added = "cdi_before" in marker
         the_plan.settings.cdi_before = marker.get("cdi_before")
+        the_plan.settings.found = dict((k, marker[k]) for k in FOUND_KEYS if k in marker)
     adapter.plan(the_plan, host)
     if not drop_in:
         _remember(the_plan, adapter, marker)
@@ -111,9 +112,14 @@ def _read_marker(the_plan):
 
 def _remember(the_plan, adapter, marker):
     """Keep, in our marker, what removal must give back and an in-place edit cannot tell afterwards: the default
-    runtime the user had when ours took its place, and that CDI was turned on by us. No marker is needed where the file
-    named no default and CDI was already on (or not asked for). The marker is written before the config and removed
-    after it; it goes when nothing is left to remember."""
+    runtime the user had when ours took its place, that CDI was turned on by us, and what the adapter's
+    :meth:`~.base.Runtime.found_of` says of the file as the first ``state=present`` of this runtime that changed it
+    found it (docker: the user's own entry for the runtime, and the text of a file that held nothing). That first run
+    is the one with no marker of this runtime: a later one sees the file as ours made it. A run that changes nothing
+    records nothing (a file configured as asked already, by the user or by a version of this module that kept no such
+    record: removal then takes the runtime out, as before). No marker is needed where the file named no default, CDI
+    was already on (or not asked for) and the adapter remembers nothing. The marker is written before the config and
+    removed after it; it goes when nothing is left to remember."""
     main = next((c for c in the_plan.changes if c.path == the_plan.main_path), None)
     if main is None:
         return
@@ -129,9 +135,15 @@ def _remember(the_plan, adapter, marker):
         cdi = adapter.cdi_of(main.before, the_plan)
         if adapter.cdi_of(main.after, the_plan) is True and cdi is not True:
             state["cdi_before"] = cdi
+        if marker is None or marker.get("runtime") != name:
+            for key in FOUND_KEYS:
+                state.pop(key, None)  # another runtime's
+            if main.changed:  # a run that changes nothing writes nothing, not even the marker (no change, no restart)
+                state.update(adapter.found_of(main.before, the_plan) or {})
     path = _marker_path(the_plan)
     old = _files.read_text(path) if marker is not None else None
-    new = json.dumps(state, indent=2, sort_keys=True) + "\n" if state.get("previous_default") or "cdi_before" in state else None
+    kept = state.get("previous_default") or "cdi_before" in state or any(k in state for k in FOUND_KEYS)
+    new = json.dumps(state, indent=2, sort_keys=True) + "\n" if kept else None
     if new == old:
         return
     if new is not None:

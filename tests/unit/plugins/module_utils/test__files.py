@@ -4,10 +4,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import os
 import re
 import stat
 import sys
+import threading
 
 import pytest
 
@@ -22,13 +24,95 @@ def test_read_text(tmp_path):
 
 
 def test_read_text_refuses_a_directory_and_bad_utf8(tmp_path):
-    with pytest.raises(_files.FileError, match="cannot read"):
+    with pytest.raises(_files.FileError, match="is a directory, not a regular file"):
         _files.read_text(str(tmp_path))
     bad = tmp_path / "bad.toml"
     bad.write_bytes(b'a = 1\nb = "\xff"\n')
     with pytest.raises(_files.FileError) as info:
         _files.read_text(str(bad))
     assert "line 2, column 6: not UTF-8" in str(info.value) and str(bad) in str(info.value)
+
+
+def read_within(path, seconds=10):
+    """read_text(path)'s outcome (text or exception); fails the test instead of hanging when it blocks."""
+    outcome = []
+
+    def read():
+        try:
+            outcome.append(_files.read_text(path))
+        except Exception as exc:  # pylint: disable=broad-except
+            outcome.append(exc)
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "reading %s blocked for %ss" % (path, seconds)
+    return outcome[0]
+
+
+@pytest.mark.parametrize("make, kind", [
+    (os.mkfifo, "a FIFO (named pipe)"),
+    (lambda path: os.symlink("/dev/zero", path), "a character device"),
+])
+def test_read_text_refuses_what_is_not_a_regular_file_without_blocking(tmp_path, make, kind):
+    path = str(tmp_path / "daemon.json")
+    make(path)
+    error = read_within(path)
+    assert isinstance(error, _files.FileError), error
+    assert str(error) == ("%s: is %s, not a regular file: only a configuration file itself can be read and replaced; "
+                          "point the option at the file (a link to one is fine)" % (path, kind))
+
+
+def test_read_text_checks_what_it_opened_too(tmp_path, monkeypatch):
+    """A regular file replaced by a FIFO between the check and the open: the open does not block, the read refuses."""
+    path = str(tmp_path / "config.toml")
+    os.mkfifo(path)
+    real_stat = os.stat
+    monkeypatch.setattr(_files.os, "stat", lambda p, *a, **k: os.lstat(__file__) if p == path else real_stat(p, *a, **k))
+    error = read_within(path)
+    assert isinstance(error, _files.FileError) and "is a FIFO (named pipe), not a regular file" in str(error)
+
+
+def test_read_text_follows_a_link_to_a_regular_file(tmp_path):
+    (tmp_path / "real.json").write_text("{}\n")
+    os.symlink("real.json", str(tmp_path / "daemon.json"))
+    assert _files.read_text(str(tmp_path / "daemon.json")) == "{}\n"
+
+
+def _set_user_xattr(path, name, value):
+    """Set a user.* extended attribute, or skip the test saying why the filesystem refuses it."""
+    try:
+        os.setxattr(path, name, value)
+    except (AttributeError, OSError) as exc:
+        pytest.skip("the filesystem of %s refuses user.* extended attributes (%s)" % (path, getattr(exc, "strerror", exc)))
+
+
+def test_staged_keeps_extended_attributes(tmp_path):
+    live = tmp_path / "daemon.json"
+    live.write_text("old\n")
+    _set_user_xattr(str(live), "user.kubegpu.test", b"kept")
+    _set_user_xattr(str(live), "user.other", b"")
+    _files.Staged(str(live), "new\n").commit()
+    assert live.read_text() == "new\n"
+    assert os.getxattr(str(live), "user.kubegpu.test") == b"kept" and os.getxattr(str(live), "user.other") == b""
+    fresh = tmp_path / "new.json"
+    _files.Staged(str(fresh), "x\n").commit()  # a new file: nothing to copy, nothing fails
+    assert not [n for n in os.listxattr(str(fresh)) if n.startswith("user.")]
+
+
+def test_an_extended_attribute_that_cannot_be_kept_leaves_the_live_file(tmp_path, monkeypatch):
+    live = tmp_path / "config.toml"
+    live.write_text("x = 1\n")
+    _set_user_xattr(str(live), "user.kubegpu.test", b"kept")
+
+    def refuse(path, name, value):
+        raise OSError(errno.EPERM, "Operation not permitted")
+    monkeypatch.setattr(_files.os, "setxattr", refuse)
+    with pytest.raises(_files.FileError) as info:
+        _files.Staged(str(live), "x = 2\n")
+    assert str(info.value) == ("%s: cannot keep its extended attribute user.kubegpu.test on the new version (Operation not "
+                               "permitted), so it was not replaced; run as root, or remove the attribute if it is not "
+                               "needed" % live)
+    assert live.read_text() == "x = 1\n" and sorted(os.listdir(str(tmp_path))) == ["config.toml"]
 
 
 def test_staged_keeps_owner_group_and_mode_and_commits_atomically(tmp_path):

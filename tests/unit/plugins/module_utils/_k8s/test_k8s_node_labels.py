@@ -295,7 +295,8 @@ class FakeCore(object):
         self.lists = 0
 
     def list_node(self, limit=None, _continue=None, **kwargs):
-        assert kwargs["_preload_content"] is False and kwargs["_request_timeout"]
+        # None: the ApiClient's own bound, request_timeout (test_k8s_client.py: BoundedApiClient)
+        assert kwargs["_preload_content"] is False and "_request_timeout" in kwargs
         self.lists += 1
         names = sorted(self.nodes)
         start = int(_continue or 0)

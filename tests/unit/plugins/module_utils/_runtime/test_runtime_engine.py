@@ -212,17 +212,75 @@ def test_set_as_default_false_gives_the_default_back_and_keeps_the_runtime(tmp_p
 
 
 def test_no_marker_where_there_was_no_default_or_with_a_drop_in(tmp_path):
-    daemon = tmp_path / "daemon.json"
-    daemon.write_text("{}\n")
-    runner.run(params(config_path=str(daemon)))
     main = tmp_path / "config.toml"
+    main.write_text("version = 2\n")
+    runner.run(params(runtime="containerd", config_path=str(main), validate="", set_as_default=False))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.toml"]
     main.write_text(KATA_CONTAINERD)
     drop = tmp_path / "conf.d" / "99-nvidia.toml"
     runner.run(params(runtime="containerd", config_path=str(main), drop_in_path=str(drop), validate=""))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["conf.d", "config.toml", "daemon.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["conf.d", "config.toml"]
     assert runner.run(params(runtime="containerd", config_path=str(main), drop_in_path=str(drop), validate="",
                              state="absent"))["changed"]
     assert "kata" in main.read_text() and not drop.exists()  # the drop-in took its default with it
+
+
+# What the user had comes back after present then absent, with the user's content (issue 26): an empty daemon.json,
+# a blank one, "{}", and one holding only the user's own entry for the runtime. A missing one is gone again.
+@pytest.mark.parametrize("users_own", [
+    "",
+    "  \n",
+    "{}\n",
+    '{\n    "runtimes": {\n        "nvidia": {\n            "path": "nvidia-container-runtime",\n            "runtimeArgs": []\n'
+    '        }\n    }\n}\n',
+    '{\n    "runtimes": {\n        "nvidia": {\n            "args": [],\n            "path": "/usr/bin/nvidia-container-runtime"\n'
+    '        }\n    },\n    "default-runtime": "nvidia"\n}\n',  # nvidia-ctk's, with cdi asked: the file changes
+])
+def test_docker_present_then_absent_gives_the_users_file_back(tmp_path, users_own):
+    path = tmp_path / "daemon.json"
+    path.write_text(users_own)
+    args = params(config_path=str(path), cdi=True)
+    assert runner.run(dict(args))["changed"]
+    data = json.loads(path.read_text())
+    assert data["runtimes"]["nvidia"]["path"] == "/usr/bin/nvidia-container-runtime" and data["default-runtime"] == "nvidia"
+    assert runner.run(dict(args))["changed"] is False  # idempotent: the marker is not written again
+    assert runner.run(dict(args, state="absent"))["changed"]
+    assert path.read_text() == users_own
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["daemon.json"]
+    assert runner.run(dict(args, state="absent"))["changed"] is False
+
+
+def test_docker_absent_keeps_what_the_user_added_after_present_and_a_file_present_made_goes(tmp_path):
+    path = tmp_path / "daemon.json"
+    path.write_text('{"runtimes": {"nvidia": {"path": "nvidia-container-runtime"}}}\n')
+    runner.run(params(config_path=str(path)))
+    data = json.loads(path.read_text())
+    data["debug"] = True
+    path.write_text(json.dumps(data))
+    runner.run(params(config_path=str(path), state="absent"))
+    assert json.loads(path.read_text()) == {"runtimes": {"nvidia": {"path": "nvidia-container-runtime"}}, "debug": True}
+    missing = tmp_path / "new" / "daemon.json"
+    runner.run(params(config_path=str(missing)))
+    assert json.loads((tmp_path / "new" / "daemon.json.kubegpu.json").read_text()) == {
+        "runtime": "nvidia", "runtime_before": None, "file_before": None}
+    runner.run(params(config_path=str(missing), state="absent"))
+    assert not missing.exists() and os.listdir(str(tmp_path / "new")) == []
+
+
+def test_docker_absent_changes_only_what_the_marker_says_was_put_in(tmp_path):
+    """A present run that changes nothing writes nothing (no change, no restart, no marker); absent without a marker
+    of the runtime leaves the file to the user, whoever wrote the runtime into it."""
+    path = tmp_path / "daemon.json"
+    users_own = ('{"runtimes": {"nvidia": {"path": "/usr/bin/nvidia-container-runtime", "args": []}}, '
+                 '"default-runtime": "nvidia", "debug": true}\n')
+    path.write_text(users_own)
+    assert runner.run(params(config_path=str(path)))["changed"] is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["daemon.json"]
+    assert runner.run(params(config_path=str(path), state="absent"))["changed"] is False
+    assert path.read_text() == users_own
+    path.write_text("{")
+    with pytest.raises(FileError, match="invalid JSON"):  # a broken file is reported all the same
+        runner.run(params(config_path=str(path), state="absent"))
 
 
 def test_a_marker_that_is_not_ours_is_one_clear_error(tmp_path):
@@ -543,13 +601,16 @@ def test_absent_turns_cdi_off_only_where_it_was_ours(tmp_path, runtime, name, us
     path = tmp_path / name
     args = params(runtime=runtime, config_path=str(path), validate="", cdi=True, set_as_default=False)
     path.write_text(users_own)  # CDI on already (EKS's stock containerd config has enable_cdi = true)
+    # docker's marker also remembers that daemon.json had no entry of the user's for the runtime
+    found = {"runtime_before": None} if runtime == "docker" else {}
     runner.run(dict(args))
-    assert not (tmp_path / (name + ".kubegpu.json")).exists()
+    marker = tmp_path / (name + ".kubegpu.json")
+    assert (json.loads(marker.read_text()) if marker.exists() else {}) == (dict(found, runtime="nvidia") if found else {})
     runner.run(dict(args, state="absent"))
-    assert path.read_text() == users_own
+    assert path.read_text() == users_own and not marker.exists()
     path.write_text(plain_text)  # CDI was ours to turn on
     runner.run(dict(args))
-    assert json.loads((tmp_path / (name + ".kubegpu.json")).read_text()) == {"runtime": "nvidia", "cdi_before": None}
+    assert json.loads(marker.read_text()) == dict(found, runtime="nvidia", cdi_before=None)
     runner.run(dict(args, state="absent"))
     # the same settings again (containerd keeps a table header it emptied, as it keeps every headed table)
     settings = json.loads if runtime == "docker" else (lambda text: without_empty_tables(plain(tomlkit.parse(text))))
