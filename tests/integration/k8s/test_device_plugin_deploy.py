@@ -243,7 +243,9 @@ def test_absent_keeps_a_namespace_it_did_not_create(sandbox, deploy, namespace):
     assert _managed_objects(sandbox, namespace) == []
 
 
-def test_timeout_names_the_short_node_its_pod_and_the_known_causes(sandbox, deploy, test_nodes):
+def test_timeout_names_the_short_node_its_pod_and_the_known_causes(sandbox, test_nodes, deploy):
+    # test_nodes before deploy: deploy's teardown (state absent, waiting for the pods) runs first, while the node is
+    # still there; a pod left on a deleted node goes only when the pod GC's 40 s quarantine is over
     # a node whose driver is not loaded: the plugin pod runs, fails NVML at start-up and advertises nothing
     [broken] = test_nodes(1, "failure-driver-not-loaded")
     run = deploy(["kg-t4", broken])

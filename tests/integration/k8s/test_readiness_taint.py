@@ -81,7 +81,7 @@ def test_a_new_gpu_node_is_gated_until_its_proof_passes(sandbox, gated):
     assert rc == 0, again
     assert again["changed"] is False and again["tainted"] == []                  # labelled already: no new gate
 
-    rc, failed = run_proof(sandbox, node, resource="nvidia.com/nobody-has-this")
+    rc, failed = run_proof(sandbox, node, resource="nvidia.com/nobody-has-this", timeout=10)  # fails at its timeout
     assert rc != 0 and failed["untainted"] == []
     assert OURS in taints_of(sandbox, node)                                       # a failed proof keeps it shut
 
