@@ -14,17 +14,11 @@ whose toolkit is gone is refused with a message naming the host, each reason and
 
 import json
 import os
-import shutil
-import subprocess
-import sys
-import time
 
 import pytest
 
-from ansible_cli import _environment
+from node_container import NodeContainer
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-IMAGE = "kubegpu/node:gpu"
 NODE = "kubegpu-nanogpu-host-%d" % os.getpid()
 PLAYBOOK = """
 - hosts: all
@@ -78,115 +72,69 @@ ls /var/lib/kubegpu/nano-gpu 2>/dev/null || echo "no state"
 """
 
 
-def docker(*args, **kwargs):
-    return subprocess.run(["docker"] + list(args), capture_output=True, text=True, check=False,
-                          timeout=kwargs.pop("timeout", 120), **kwargs)
-
-
-def in_node(script):
-    proc = docker("exec", "-i", NODE, "bash", "-s", input=script)
-    assert proc.returncode == 0, "in %s:\n%s%s" % (NODE, proc.stdout, proc.stderr)
-    return proc.stdout
-
-
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
     """A systemd node container like the fleet's, with one NVIDIA GPU on its PCI bus."""
-    if shutil.which("docker") is None or docker("image", "inspect", IMAGE, timeout=60).returncode != 0:
-        proc = subprocess.run(["make", "--no-print-directory", "-C", ROOT, "node-images"], capture_output=True,
-                              text=True, check=False, timeout=3600)
-        assert proc.returncode == 0, "make node-images failed:\n%s%s" % (proc.stdout[-4000:], proc.stderr[-4000:])
     pci = tmp_path_factory.mktemp("pci")
     gpu = pci / "0000:3b:00.0"
     gpu.mkdir()
     for name, value in (("vendor", "0x10de"), ("device", "0x20b0"), ("class", "0x030200"),
                         ("subsystem_vendor", "0x10de"), ("subsystem_device", "0x134f")):
         (gpu / name).write_text(value + "\n")
-    caps = ["SYS_ADMIN", "NET_ADMIN", "SYS_PTRACE", "MKNOD", "SYS_CHROOT", "SETFCAP", "NET_RAW", "DAC_READ_SEARCH"]
-    proc = docker("run", "-d", "--name", NODE, "--hostname", NODE, "--network", "none", "--cgroupns", "host",
-                  "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
-                  *[a for c in caps for a in ("--cap-add", c)],
-                  "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/var/lib/docker", "--tmpfs", "/var/lib/containerd",
-                  "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "-v", "%s:/sys/bus/pci/devices:ro" % pci,
-                  "--label", "kubegpu.test=nano_gpu_host", IMAGE, "/lib/systemd/systemd")
-    assert proc.returncode == 0, proc.stderr
-    try:
-        # systemd itself says when the boot is over (--wait, bounded by timeout); right after the start its bus may
-        # not answer yet ("Failed to connect to bus"), which ends the call at once: only that is tried again
-        deadline = time.time() + 120
-        while True:
-            state = docker("exec", NODE, "timeout", "120", "systemctl", "is-system-running", "--wait").stdout.strip()
-            if state in ("running", "degraded"):
-                break
-            assert time.time() < deadline, "systemd did not boot in %s: %s" % (NODE, state)
-            time.sleep(0.2)
-        in_node(SETUP)
-        yield NODE
-    finally:
-        docker("rm", "-f", NODE)
+    with NodeContainer(NODE, label="nano_gpu_host", volumes=["%s:/sys/bus/pci/devices:ro" % pci]) as container:
+        container.run(SETUP)
+        yield container
 
 
-def run_role(tmp_path, check=False, **extra_vars):
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAYBOOK)
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(json.dumps({"all": {"hosts": {NODE: {
-        "ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"}}}}))
-    command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory), str(playbook)]
-    command += ["-e", json.dumps(extra_vars)] if extra_vars else []
-    command += ["--check", "--diff"] if check else []
-    proc = subprocess.run(command, env=_environment(), capture_output=True, text=True, check=False, cwd=ROOT, timeout=300)
-    try:
-        tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
-    except (ValueError, KeyError, IndexError) as exc:
-        raise AssertionError("no JSON from ansible-playbook (rc %s):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr)) from exc
-    (result,) = [t["hosts"][NODE] for t in tasks if t["task"]["name"].endswith("or give it back")]
-    return proc.returncode, result
+def run_role(node, tmp_path, check=False, **extra_vars):
+    code, tasks = node.play(PLAYBOOK, tmp_path, check=check, diff=check, **extra_vars)
+    (result,) = [r for name, r in tasks if name.endswith("or give it back")]
+    return code, result
 
 
 def test_backup_idempotence_agent_and_the_way_back(node, tmp_path):
-    original = in_node(SNAPSHOT)
+    original = node.run(SNAPSHOT)
     assert "/usr/bin/nvidia-container-toolkit link /usr/bin/nvidia-container-runtime-hook" in original
     assert "no state" in original
 
-    code, result = run_role(tmp_path, check=True)
+    code, result = run_role(node, tmp_path, check=True)
     assert code == 0 and result["changed"], result
     assert result["checks"]["docker_source"] == "docker info" and result["checks"]["nvidia_gpus"] == 1
-    assert in_node(SNAPSHOT) == original  # check mode wrote nothing
+    assert node.run(SNAPSHOT) == original  # check mode wrote nothing
 
-    code, result = run_role(tmp_path)
+    code, result = run_role(node, tmp_path)
     assert code == 0 and result["changed"], result
-    record = json.loads(in_node("cat /var/lib/kubegpu/nano-gpu/host.json"))
+    record = json.loads(node.run("cat /var/lib/kubegpu/nano-gpu/host.json"))
     assert record["binaries"]["/usr/bin/nvidia-container-toolkit"]["kind"] == "symlink"
-    assert in_node("cmp /var/lib/kubegpu/nano-gpu/bin/nvidia-container-runtime-hook /usr/bin/nvidia-container-runtime-hook"
+    assert node.run("cmp /var/lib/kubegpu/nano-gpu/bin/nvidia-container-runtime-hook /usr/bin/nvidia-container-runtime-hook"
                    " && stat -c %a /var/lib/kubegpu/nano-gpu/bin/nvidia-container-runtime-hook").strip() == "755"
 
-    code, result = run_role(tmp_path)
+    code, result = run_role(node, tmp_path)
     assert code == 0 and not result["changed"], result
 
-    in_node(AGENT)
-    replaced = in_node(SNAPSHOT)
+    node.run(AGENT)
+    replaced = node.run(SNAPSHOT)
     assert "/usr/bin/mount_nano_gpu 700" in replaced
-    code, result = run_role(tmp_path)
+    code, result = run_role(node, tmp_path)
     assert code == 0 and not result["changed"], result  # never backed up again over nano-gpu's binaries
-    assert json.loads(in_node("cat /var/lib/kubegpu/nano-gpu/host.json")) == record
+    assert json.loads(node.run("cat /var/lib/kubegpu/nano-gpu/host.json")) == record
 
-    code, result = run_role(tmp_path, check=True, nano_gpu_state="absent")
-    assert code == 0 and result["changed"] and in_node(SNAPSHOT) == replaced
-    code, result = run_role(tmp_path, nano_gpu_state="absent")
+    code, result = run_role(node, tmp_path, check=True, nano_gpu_state="absent")
+    assert code == 0 and result["changed"] and node.run(SNAPSHOT) == replaced
+    code, result = run_role(node, tmp_path, nano_gpu_state="absent")
     assert code == 0 and result["changed"], result
-    assert in_node(SNAPSHOT) == original  # the host's own hook, the symlink, no leftovers, no state
-    code, result = run_role(tmp_path, nano_gpu_state="absent")
+    assert node.run(SNAPSHOT) == original  # the host's own hook, the symlink, no leftovers, no state
+    code, result = run_role(node, tmp_path, nano_gpu_state="absent")
     assert code == 0 and not result["changed"], result
 
 
 def test_a_node_that_cannot_work_is_refused_and_nothing_written(node, tmp_path):
-    in_node("set -e; mv /var/lib/kubelet/kubeadm-flags.env /tmp/flags.env; "
+    node.run("set -e; mv /var/lib/kubelet/kubeadm-flags.env /tmp/flags.env; "
             "printf 'containerRuntimeEndpoint: unix:///run/containerd/containerd.sock\\n' > /var/lib/kubelet/config.yaml; "
             "mv /usr/bin/nvidia-container-runtime-hook /tmp/hook")
     try:
-        before = in_node(SNAPSHOT)
-        code, result = run_role(tmp_path)
+        before = node.run(SNAPSHOT)
+        code, result = run_role(node, tmp_path)
         assert code == 2 and result.get("failed"), result
         message = result["msg"]
         assert message.startswith("nano-gpu cannot work on %s: (1) /usr/bin/nvidia-container-runtime-hook and "
@@ -194,7 +142,7 @@ def test_a_node_that_cannot_work_is_refused_and_nothing_written(node, tmp_path):
                                   "first" % NODE), message
         assert ("(2) the kubelet runs its pods on containerd (unix:///run/containerd/containerd.sock in "
                 "/var/lib/kubelet/config.yaml), not docker") in message, message
-        assert in_node(SNAPSHOT) == before and "no state" in before
+        assert node.run(SNAPSHOT) == before and "no state" in before
     finally:
-        in_node("set -e; mv /tmp/flags.env /var/lib/kubelet/kubeadm-flags.env; rm -f /var/lib/kubelet/config.yaml; "
+        node.run("set -e; mv /tmp/flags.env /var/lib/kubelet/kubeadm-flags.env; rm -f /var/lib/kubelet/config.yaml; "
                 "mv /tmp/hook /usr/bin/nvidia-container-runtime-hook")

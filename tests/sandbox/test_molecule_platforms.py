@@ -10,23 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from node_container import fleet_container
+
 ROOT = Path(__file__).resolve().parents[2]
 FLEET = dict((n["name"], n) for n in yaml.safe_load((ROOT / "sandbox" / "fleet.yml").read_text())["nodes"])
 SCENARIOS = sorted(p.parent.name for p in (ROOT / "molecule").glob("*/molecule.yml"))
 PCI_MOUNT = re.compile(r"^\$\{MOLECULE_PROJECT_DIRECTORY\}/\.sandbox/pci/([^/]+)/(devices|drivers):/sys/bus/pci/\2:ro$")
 PROFILE_MOUNT = re.compile(r"^\$\{MOLECULE_PROJECT_DIRECTORY\}/sandbox/profiles/([^/]+)\.json:/etc/fake-nvml/profile\.json:ro$")
-
-
-def fleet_container():
-    """What nodes.yml gives every fleet container: the docker_container settings molecule's platforms mirror."""
-    play = yaml.safe_load((ROOT / "sandbox" / "images" / "nodes.yml").read_text())[0]
-    start = next(t for t in play["tasks"] if t.get("name") == "Start the node containers")["community.docker.docker_container"]
-    return {
-        "capabilities": play["vars"]["_nodes_capabilities"],
-        "security_opts": start["security_opts"],
-        "cgroupns_mode": start["cgroupns_mode"],
-        "tmpfs": start["tmpfs"],
-    }
 
 
 def platforms(scenario):

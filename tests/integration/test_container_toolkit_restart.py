@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The container_toolkit role's restart judgement on a real dockerd under systemd (a node container like the fleet's,
+tests/node_container.py), through ansible-playbook over the docker connection:
+
+- a restart the role asks for is not refused by systemd's start-rate limit: Debian's docker.service allows 3 starts in
+  60 s, so a bring-up and its way back within a minute of two earlier restarts (the boot's start counts) were refused
+  with Result=start-limit-hit and rolled back as if dockerd had rejected its configuration (issue 23; molecule's
+  container_toolkit way back failed two runs in three that way);
+- the failure paths that were molecule's container_toolkit_rollback scenario: a unit that passes --default-runtime is
+  found before anything is written, and with that check off dockerd itself refuses the new daemon.json, the role puts
+  the previous file back, restarts docker on it and fails with dockerd's own error and systemd's verdict.
+"""
+
+import json
+import os
+import re
+
+import pytest
+
+from node_container import NodeContainer
+
+PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: kubegpu.cluster.container_toolkit
+"""
+# docker only, and no packages: the subject is the configuration and the restart, not the install
+ROLE_VARS = {"container_toolkit_install": False, "container_toolkit_runtimes": ["docker"]}
+SEED_DAEMON_JSON = '{\n  "registry-mirrors": ["https://mirror.example.internal"],\n  "log-driver": "json-file"\n}\n'
+WRITE_SEED = "cat > /etc/docker/daemon.json <<'EOF'\n%sEOF\nchmod 0644 /etc/docker/daemon.json\n" % SEED_DAEMON_JSON
+DOCKER_STATE = "systemctl is-active docker || true; docker info --format '{{.DefaultRuntime}}' 2>&1 || true"
+FLAG_DROP_IN = """
+mkdir -p /etc/systemd/system/docker.service.d
+cat > /etc/systemd/system/docker.service.d/runtime.conf <<'EOF'
+[Service]
+ExecStart=
+ExecStart=/usr/sbin/dockerd -H fd:// --containerd=/run/containerd/containerd.sock --default-runtime=runc
+EOF
+systemctl daemon-reload
+"""
+
+
+@pytest.fixture
+def node():
+    with NodeContainer("kubegpu-ct-restart-%d" % os.getpid(), label="container_toolkit_restart") as container:
+        yield container
+
+
+def _failures(tasks):
+    return [result for _name, result in tasks if result.get("failed") and not result.get("ignore_errors")]
+
+
+def test_restarts_asked_for_on_purpose_are_not_refused_by_the_start_rate_limit(node, tmp_path):
+    # the boot's start and two restarts: a third start within 60 s is one systemd refuses by itself
+    node.run(WRITE_SEED + "systemctl restart docker\nsystemctl restart docker\n")
+    assert sorted(node.run("systemctl show docker --property=NRestarts,Result").split()) == ["NRestarts=0", "Result=success"]
+
+    rc, tasks = node.play(PLAYBOOK, tmp_path, **ROLE_VARS)
+    assert rc == 0, _failures(tasks)
+    assert node.run(DOCKER_STATE).split() == ["active", "nvidia"]
+
+    rc, tasks = node.play(PLAYBOOK, tmp_path, container_toolkit_state="absent", **ROLE_VARS)
+    assert rc == 0, _failures(tasks)
+    assert node.run(DOCKER_STATE).split() == ["active", "runc"]
+    assert json.loads(node.run("cat /etc/docker/daemon.json")) == json.loads(SEED_DAEMON_JSON)
+    # the start the way back asked for went through: systemd's verdict on it is a success, not start-limit-hit
+    assert node.run("systemctl show docker --property=Result").strip() == "Result=success"
+
+
+def test_a_flag_on_the_unit_is_found_first_and_a_refused_configuration_is_rolled_back(node, tmp_path):
+    node.run(WRITE_SEED + FLAG_DROP_IN + "systemctl restart docker\n")
+    assert node.run(DOCKER_STATE).split() == ["active", "runc"]
+    listing = node.run("ls -a /etc/docker")  # daemon.json and dockerd's own key.json
+
+    # 1. the role sees the flag and refuses before writing anything
+    rc, tasks = node.play(PLAYBOOK, tmp_path, **ROLE_VARS)
+    [failed] = _failures(tasks)
+    assert rc != 0
+    for words in ("docker.service starts dockerd with --default-runtime", "/etc/docker/daemon.json",
+                  "systemctl edit docker.service"):
+        assert words in failed["msg"], failed["msg"]
+    assert node.run("cat /etc/docker/daemon.json") == SEED_DAEMON_JSON
+    assert node.run("ls -a /etc/docker") == listing
+
+    # 2. with the check off, dockerd itself refuses the new file: put back, restarted on it, dockerd's own error
+    rc, tasks = node.play(PLAYBOOK, tmp_path, container_toolkit_check_flag_conflicts=False, **ROLE_VARS)
+    [failed] = _failures(tasks)
+    assert rc != 0
+    message = failed["msg"]
+    assert "put back" in message and "docker restarted on it" in message, message
+    assert "specified both as a flag and in the configuration file" in message, message
+    assert "systemd: failed" in message or "systemd: activating" in message, message
+    assert node.run("cat /etc/docker/daemon.json") == SEED_DAEMON_JSON
+    assert node.run(DOCKER_STATE).split() == ["active", "runc"]
+    # no staged file or marker left; the backup the role took of the user's file (<file>.<pid>.<date>~) stays
+    left = sorted(set(node.run("ls -a /etc/docker").split()) - set(listing.split()))
+    assert all(re.fullmatch(r"daemon\.json\.[0-9]+\.[0-9-]+@[0-9:]+~", name) for name in left), left
+    assert all(node.run("cat /etc/docker/" + name) == SEED_DAEMON_JSON for name in left)
