@@ -141,7 +141,7 @@ benchmark: venv k8s-binaries node-images apt-repo
 	$(PY) benchmarks/summary.py $(BUILD)/benchmark/rerun.json $(BUILD)/benchmark/labels-rollout.json
 
 # --- The two commands
-.PHONY: demo test test-static test-molecule test-python clean
+.PHONY: demo test test-setup test-static test-molecule test-python clean
 demo: venv fakenvml node-images nodes-up sandbox-up artifact
 	ANSIBLE_COLLECTIONS_PATH=$(ARTIFACT_COLLECTIONS) \
 	  $(VENV)/bin/ansible-playbook -i $(SANDBOX)/inventory -i sandbox/inventory/k8s_api.yml sandbox/demo.yml
@@ -153,22 +153,54 @@ demo: venv fakenvml node-images nodes-up sandbox-up artifact
 	@echo; echo "The fleet audit ($(SANDBOX)/audit/audit.json; log $(SANDBOX)/audit.log; docs/audit.md):"
 	@cat $(SANDBOX)/audit/audit.txt
 
-test: test-static test-molecule test-python
-
-test-static: venv sanity lint units changelog
-
+# --- make test: the set-up, then two lanes side by side, every stage timed (tools/stages.py: each stage's log in
+# .build/stages/, the table of wall times at the end and in .build/stage-times.txt). tests/README.md has the plan: what
+# each stage tests, and why the lanes cannot collide (no shared container names, ports or state directories: the
+# pytest stages each have a control plane of their own, TEST_STATE_DIR; only pytest-sandbox uses the fleet's
+# containers; molecule's containers are named per scenario, its control planes live in molecule's own directories).
+# A stage can be run alone once the set-up has run: `make test-setup pytest-k8s`.
+TEST_SETUP := host-packages venv fakenvml check-profiles fake-pci apt-repo k8s-binaries containerd2 nvidia-ctk nvlibprobe \
+	node-images
 MOLECULE_SCENARIOS := $(notdir $(patsubst %/,%,$(dir $(wildcard molecule/*/molecule.yml))))
-test-molecule: venv node-images fake-pci apt-repo k8s-binaries
-	for scenario in $(MOLECULE_SCENARIOS); do $(VENV)/bin/molecule test -s $$scenario || exit 1; done
+TEST_LANE_STATIC := sanity lint units changelog $(addprefix molecule-,$(MOLECULE_SCENARIOS))
+TEST_LANE_PYTEST := pytest-k8s pytest-integration pytest-sandbox pytest-unit
+STAGES := python3 $(ROOT)/tools/stages.py --log-dir $(BUILD)/stages --table $(BUILD)/stage-times.txt
 
-# One pytest run over every suite (unit, fake NVML, node images on the fleet, gpu_facts and the role end to end, the
-# control plane and its device-manager simulator). No test depends on what ran before it (`make demo` first, say): the
-# fleet's containers are made afresh (nodes-fresh) and taken down afterwards whatever the result, and the control plane
-# is the test session's own (tests/conftest.py), never the demo's.
-test-python: venv fakenvml check-profiles k8s-binaries containerd2 nvidia-ctk nvlibprobe node-images nodes-fresh
-	status=0; KUBEGPU_REQUIRE_SETUP=1 FAKENVML_BUILD_DIR=$(BUILD)/fakenvml CONTAINERD2=$(CONTAINERD2_BIN) NVIDIA_CTK=$(NVIDIA_CTK_BIN) \
-	  NVLIBPROBE=$(NVLIBPROBE_BIN) \
-	  $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; $(MAKE) --no-print-directory nodes-down >/dev/null; exit $$status
+test:
+	@$(STAGES) --serial test-setup --lane "checks+molecule=$(TEST_LANE_STATIC)" --lane "pytest=$(TEST_LANE_PYTEST)"
+
+test-setup: $(TEST_SETUP)
+
+# One after the other, for a developer's machine that should not run two lanes (CI runs `make test`)
+test-static: venv sanity lint units changelog
+test-molecule: test-setup $(addprefix molecule-,$(MOLECULE_SCENARIOS))
+test-python: test-setup $(TEST_LANE_PYTEST)
+
+.PHONY: $(addprefix molecule-,$(MOLECULE_SCENARIOS)) $(TEST_LANE_PYTEST)
+molecule-%: venv
+	$(VENV)/bin/molecule test -s $*
+
+# pytest by folder. No test depends on what ran before it (`make demo` first, say): each stage's control plane is its
+# own (TEST_STATE_DIR, tests/conftest.py), never the demo's, and the fleet's containers are made afresh for
+# pytest-sandbox (nodes-fresh) and taken down afterwards whatever the result. tests/unit/plugins, the collection's own
+# unit tests, run once, in `ansible-test units` (make units); pytest-unit runs the rest of tests/unit.
+PYTEST_ENV = KUBEGPU_REQUIRE_SETUP=1 FAKENVML_BUILD_DIR=$(BUILD)/fakenvml CONTAINERD2=$(CONTAINERD2_BIN) \
+	NVIDIA_CTK=$(NVIDIA_CTK_BIN) NVLIBPROBE=$(NVLIBPROBE_BIN) TEST_STATE_DIR=$(SANDBOX)/test-k8s-$@
+PYTEST = $(PYTEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=10 $(PYTEST_ARGS)
+
+pytest-unit: venv
+	$(PYTEST) tests/unit --ignore=tests/unit/plugins
+
+pytest-k8s: venv
+	$(PYTEST) tests/integration/k8s tests/sandbox/k8s
+
+pytest-integration: venv
+	$(PYTEST) tests/integration --ignore=tests/integration/k8s
+
+pytest-sandbox: venv
+	$(MAKE) --no-print-directory nodes-fresh
+	status=0; $(PYTEST) tests/sandbox --ignore=tests/sandbox/k8s || status=$$?; \
+	  $(MAKE) --no-print-directory nodes-down >/dev/null; exit $$status
 
 clean:
 	-$(MAKE) --no-print-directory nodes-down
