@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Count the suite's assertions, so that folding one test into another can be shown not to lose any.
 
@@ -15,6 +14,7 @@ Only the standard library and PyYAML (the venv has it; without it the YAML part 
 
     python3 tools/count_assertions.py            # a table by area and the totals
     python3 tools/count_assertions.py --json     # the same as JSON
+    python3 tools/count_assertions.py --root DIR # another checkout (an older commit's worktree, say)
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def yaml_assertions(documents) -> int:
     return count
 
 
-def _area(path: Path) -> str:
-    parts = path.relative_to(ROOT).parts
+def _area(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).parts
     if parts[0] == "molecule":
         return "molecule/" + parts[1]
     return "/".join(parts[:2]) if len(parts) > 2 else parts[0]
@@ -94,7 +94,7 @@ def count(root: Path = ROOT) -> dict:
                 kind, n = "yaml", yaml_assertions(yaml.safe_load_all(path.read_text(encoding="utf-8")))
             else:
                 continue
-            entry = areas.setdefault(_area(path), {"python": 0, "yaml": 0})
+            entry = areas.setdefault(_area(path, root), {"python": 0, "yaml": 0})
             entry[kind] += n
     return areas
 
@@ -102,16 +102,18 @@ def count(root: Path = ROOT) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to count (default: this one)")
     args = parser.parse_args(argv)
-    areas = count()
+    areas = count(args.root.resolve())
     total = {"python": sum(a["python"] for a in areas.values()), "yaml": sum(a["yaml"] for a in areas.values())}
     if args.json:
         print(json.dumps({"areas": areas, "total": total, "all": total["python"] + total["yaml"]}, indent=2, sort_keys=True))
         return 0
     width = max(len(a) for a in areas)
     for area in sorted(areas):
-        print("%-*s  %6d python  %5d yaml" % (width, area, areas[area]["python"], areas[area]["yaml"]))
-    print("%-*s  %6d python  %5d yaml  = %d" % (width, "total", total["python"], total["yaml"], total["python"] + total["yaml"]))
+        print("%s  %6d python  %5d yaml" % (area.ljust(width), int(areas[area]["python"]), int(areas[area]["yaml"])))
+    print("%s  %6d python  %5d yaml  = %d" % ("total".ljust(width), int(total["python"]), int(total["yaml"]),
+                                              int(total["python"] + total["yaml"])))
     return 0
 
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Run `make test`'s stages, the independent ones side by side, and print what each cost.
 
@@ -136,6 +135,13 @@ def _previous(table_json: Path) -> dict:
         return {}
 
 
+def _seconds(value) -> str:
+    """A duration for the table, right-aligned in 8 characters; "-" for none."""
+    if value is None:
+        return "%8s" % "-"
+    return "%8.0f" % float(value)
+
+
 def render(stages, wall: float, previous: dict) -> str:
     """Return the stage table as text."""
     width = max([len(s.target) for s in stages] + [5])
@@ -143,15 +149,13 @@ def render(stages, wall: float, previous: dict) -> str:
     lines = ["%-*s  %-*s  %-8s  %8s  %8s" % (width, "stage", lane_w, "lane", "result", "seconds", "before"),
              "%s  %s  %s  %s  %s" % ("-" * width, "-" * lane_w, "-" * 8, "-" * 8, "-" * 8)]
     for stage in stages:
-        secs = "%8.0f" % stage.seconds if stage.seconds is not None else "%8s" % "-"
-        before = "%8.0f" % previous[stage.target] if stage.target in previous else "%8s" % "-"
+        secs = _seconds(stage.seconds)
+        before = _seconds(previous.get(stage.target))
         lines.append("%-*s  %-*s  %-8s  %s  %s" % (width, stage.target, lane_w, stage.lane, stage.result, secs, before))
     summed = sum(s.seconds or 0 for s in stages)
     lines.append("%s  %s  %s  %s  %s" % ("-" * width, "-" * lane_w, "-" * 8, "-" * 8, "-" * 8))
-    before_wall = previous.get("(wall)")
-    lines.append("%-*s  %-*s  %-8s  %8.0f  %8s" % (width, "(wall)", lane_w, "", "", wall,
-                                                   "%.0f" % before_wall if before_wall is not None else "-"))
-    lines.append("%-*s  %-*s  %-8s  %8.0f" % (width, "(sum of stages)", lane_w, "", "", summed))
+    lines.append("%-*s  %-*s  %-8s  %s  %s" % (width, "(wall)", lane_w, "", "", _seconds(wall), _seconds(previous.get("(wall)"))))
+    lines.append("%-*s  %-*s  %-8s  %s" % (width, "(sum of stages)", lane_w, "", "", _seconds(summed)))
     return "\n".join(lines)
 
 
@@ -177,7 +181,7 @@ def main(argv=None) -> int:
     serial = [Stage(t, "setup", args.log_dir) for group in args.serial for t in group.split()]
     lanes = []
     for spec in args.lane:
-        name, _, targets = spec.partition("=")
+        name, _sep, targets = spec.partition("=")
         if not targets.strip():
             print("stages: --lane %r names no targets (NAME=TARGET ...)" % spec, file=sys.stderr)
             return 2

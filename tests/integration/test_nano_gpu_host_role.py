@@ -107,7 +107,7 @@ def test_backup_idempotence_agent_and_the_way_back(node, tmp_path):
     record = json.loads(node.run("cat /var/lib/kubegpu/nano-gpu/host.json"))
     assert record["binaries"]["/usr/bin/nvidia-container-toolkit"]["kind"] == "symlink"
     assert node.run("cmp /var/lib/kubegpu/nano-gpu/bin/nvidia-container-runtime-hook /usr/bin/nvidia-container-runtime-hook"
-                   " && stat -c %a /var/lib/kubegpu/nano-gpu/bin/nvidia-container-runtime-hook").strip() == "755"
+                    " && stat -c %a /var/lib/kubegpu/nano-gpu/bin/nvidia-container-runtime-hook").strip() == "755"
 
     code, result = run_role(node, tmp_path)
     assert code == 0 and not result["changed"], result
@@ -130,8 +130,8 @@ def test_backup_idempotence_agent_and_the_way_back(node, tmp_path):
 
 def test_a_node_that_cannot_work_is_refused_and_nothing_written(node, tmp_path):
     node.run("set -e; mv /var/lib/kubelet/kubeadm-flags.env /tmp/flags.env; "
-            "printf 'containerRuntimeEndpoint: unix:///run/containerd/containerd.sock\\n' > /var/lib/kubelet/config.yaml; "
-            "mv /usr/bin/nvidia-container-runtime-hook /tmp/hook")
+             "printf 'containerRuntimeEndpoint: unix:///run/containerd/containerd.sock\\n' > /var/lib/kubelet/config.yaml; "
+             "mv /usr/bin/nvidia-container-runtime-hook /tmp/hook")
     try:
         before = node.run(SNAPSHOT)
         code, result = run_role(node, tmp_path)
@@ -145,4 +145,4 @@ def test_a_node_that_cannot_work_is_refused_and_nothing_written(node, tmp_path):
         assert node.run(SNAPSHOT) == before and "no state" in before
     finally:
         node.run("set -e; mv /tmp/flags.env /var/lib/kubelet/kubeadm-flags.env; rm -f /var/lib/kubelet/config.yaml; "
-                "mv /tmp/hook /usr/bin/nvidia-container-runtime-hook")
+                 "mv /tmp/hook /usr/bin/nvidia-container-runtime-hook")
