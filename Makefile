@@ -177,7 +177,8 @@ test-molecule: test-setup $(addprefix molecule-,$(MOLECULE_SCENARIOS))
 test-python: test-setup $(TEST_LANE_PYTEST)
 
 .PHONY: $(addprefix molecule-,$(MOLECULE_SCENARIOS)) $(TEST_LANE_PYTEST)
-molecule-%: venv
+# a static pattern rule: make looks for no implicit rule for a phony target, so `molecule-%:` alone would do nothing
+$(addprefix molecule-,$(MOLECULE_SCENARIOS)): molecule-%: venv
 	$(VENV)/bin/molecule test -s $*
 
 # pytest by folder. No test depends on what ran before it (`make demo` first, say): each stage's control plane is its

@@ -73,6 +73,10 @@ class Runner:
                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
             rc = stage.proc.wait()
         stage.seconds = time.monotonic() - began
+        if rc == 0 and _did_nothing(stage):
+            rc = 3
+            with open(stage.log, "a", encoding="utf-8") as log:
+                log.write("stages: make ran no recipe for %s: a stage that tests nothing must not pass\n" % stage.target)
         if rc == 0:
             stage.result = "passed"
             self.say("%s: %s passed in %.0f s" % (stage.lane, stage.target, stage.seconds))
@@ -117,6 +121,15 @@ def _signal_group(proc, sig) -> None:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _did_nothing(stage: Stage) -> bool:
+    """Whether make said it had nothing to do for the stage's target (a phony target that no rule builds, say)."""
+    try:
+        text = stage.log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return ("Nothing to be done for '%s'" % stage.target) in text or ("'%s' is up to date" % stage.target) in text
 
 
 def _tail(path: Path, lines: int = TAIL_LINES) -> str:
@@ -182,8 +195,8 @@ def main(argv=None) -> int:
     lanes = []
     for spec in args.lane:
         name, _sep, targets = spec.partition("=")
-        if not targets.strip():
-            print("stages: --lane %r names no targets (NAME=TARGET ...)" % spec, file=sys.stderr)
+        if not targets.strip() or not name.strip():
+            print("stages: --lane %r needs a name and targets (NAME=TARGET ...)" % spec, file=sys.stderr)
             return 2
         lanes.append([Stage(t, name.strip(), args.log_dir) for t in targets.split()])
     stages = serial + [s for lane in lanes for s in lane]
