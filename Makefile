@@ -153,30 +153,35 @@ demo: venv fakenvml node-images nodes-up sandbox-up artifact
 	@echo; echo "The fleet audit ($(SANDBOX)/audit/audit.json; log $(SANDBOX)/audit.log; docs/audit.md):"
 	@cat $(SANDBOX)/audit/audit.txt
 
-# --- make test: the set-up, then two lanes side by side, every stage timed (tools/stages.py: each stage's log in
-# .build/stages/, the table of wall times at the end and in .build/stage-times.txt). tests/README.md has the plan: what
-# each stage tests, and why the lanes cannot collide (no shared container names, ports or state directories: the
-# pytest stages each have a control plane of their own, TEST_STATE_DIR; only pytest-sandbox uses the fleet's
-# containers; molecule's containers are named per scenario, its control planes live in molecule's own directories).
-# A stage can be run alone once the set-up has run: `make test-setup pytest-k8s`.
+# --- make test: the set-up, then the stages on both cores, every stage timed (tools/stages.py: each stage's log in
+# .build/stages/, the table of wall times at the end and in .build/stage-times.txt). Two workers take groups from one
+# queue, longest first by the last run's times; a group's stages run one after the other. tests/README.md has the plan:
+# what each stage tests, and why any two groups can run side by side (no shared container names, ports or state
+# directories: each pytest stage has a control plane of its own, TEST_STATE_DIR; only pytest-sandbox uses the fleet's
+# containers; molecule's containers are named per scenario, its control planes live in molecule's own directories;
+# sanity and units share .build/sanity and are one group). A stage runs alone after the set-up: `make test-setup pytest-k8s`.
 TEST_SETUP := host-packages venv fakenvml check-profiles fake-pci apt-repo k8s-binaries containerd2 nvidia-ctk nvlibprobe \
 	node-images
 MOLECULE_SCENARIOS := $(notdir $(patsubst %/,%,$(dir $(wildcard molecule/*/molecule.yml))))
-TEST_LANE_STATIC := sanity lint units changelog $(addprefix molecule-,$(MOLECULE_SCENARIOS))
-TEST_LANE_PYTEST := pytest-k8s pytest-integration pytest-sandbox pytest-unit
-STAGES := python3 $(ROOT)/tools/stages.py --log-dir $(BUILD)/stages --table $(BUILD)/stage-times.txt
+TEST_PYTEST := pytest-k8s pytest-integration pytest-sandbox pytest-unit
+# Each a group of its own, but sanity+units (one after the other: they share .build/sanity). On a clone that has no timing yet, the queue
+# keeps this order: longest first, as last measured (docs/benchmarks.md).
+TEST_GROUPS := pytest-k8s molecule-container_toolkit pytest-integration molecule-default molecule-driver_upgrade \
+	sanity+units pytest-sandbox molecule-gpu_driver lint molecule-mig pytest-unit changelog
+STAGES := python3 $(ROOT)/tools/stages.py --log-dir $(BUILD)/stages --table $(BUILD)/stage-times.txt \
+	--history $(CACHE_DIR)/stage-times.json
 
 test:
-	@$(STAGES) --serial test-setup --lane "checks+molecule=$(TEST_LANE_STATIC)" --lane "pytest=$(TEST_LANE_PYTEST)"
+	@$(STAGES) --serial test-setup $(foreach g,$(TEST_GROUPS),--group $(g))
 
 test-setup: $(TEST_SETUP)
 
-# One after the other, for a developer's machine that should not run two lanes (CI runs `make test`)
+# One after the other, for a developer's machine that should run one stage at a time (CI runs `make test`)
 test-static: venv sanity lint units changelog
 test-molecule: test-setup $(addprefix molecule-,$(MOLECULE_SCENARIOS))
-test-python: test-setup $(TEST_LANE_PYTEST)
+test-python: test-setup $(TEST_PYTEST)
 
-.PHONY: $(addprefix molecule-,$(MOLECULE_SCENARIOS)) $(TEST_LANE_PYTEST)
+.PHONY: $(addprefix molecule-,$(MOLECULE_SCENARIOS)) $(TEST_PYTEST)
 # a static pattern rule: make looks for no implicit rule for a phony target, so `molecule-%:` alone would do nothing
 $(addprefix molecule-,$(MOLECULE_SCENARIOS)): molecule-%: venv
 	$(VENV)/bin/molecule test -s $*

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""tools/stages.py, the runner of `make test`'s stages, on a small Makefile of the test's own: lanes run side by side,
-a failing stage stops the others and is named with its log's tail, a stage make has nothing to do for does not pass,
-and the table lists every stage with the previous passing run's seconds."""
+"""tools/stages.py, the runner of `make test`'s stages, on a small Makefile of the test's own: groups run side by side
+on the workers, longest first by the previous run's seconds, a failing stage stops the others and is named with its
+log's tail, a stage make has nothing to do for does not pass, and the table lists every stage with the previous
+passing run's seconds."""
 
 import json
 import subprocess
@@ -39,23 +40,30 @@ def rows(tmp_path):
     return {r["stage"]: r for r in json.loads((tmp_path / "t.json").read_text())["stages"]}
 
 
-def test_lanes_run_side_by_side_and_the_table_has_every_stage(tmp_path):
-    proc, _ = run(tmp_path, "--serial", "quick", "--lane", "a=slow", "--lane", "b=slow2")
-    assert proc.returncode == 1  # slow2 has no rule: make fails, and the run with it
-    proc, _ = run(tmp_path, "--lane", "a=slow", "--lane", "b=quick")
+def test_a_stage_without_a_rule_fails_the_run(tmp_path):
+    proc, _took = run(tmp_path, "--serial", "quick", "--group", "slow", "--group", "no-such-target")
+    assert proc.returncode == 1
+    assert "FAILED: no-such-target" in proc.stdout and "No rule to make target" in proc.stdout
+
+
+def test_two_workers_and_the_before_column(tmp_path):
+    proc, _took = run(tmp_path, "--group", "slow", "--group", "quick")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     table = (tmp_path / "t.txt").read_text()
     assert "all 2 stages passed" in table and "(wall)" in table
     assert (tmp_path / "logs" / "slow.log").read_text() == "slow ran\n"
-    assert rows(tmp_path)["slow"]["lane"] == "a" and rows(tmp_path)["slow"]["seconds"] >= 1
-    # the next run shows this one's seconds in its "before" column
-    proc, _ = run(tmp_path, "--lane", "a=slow", "--lane", "b=quick")
+    assert {rows(tmp_path)["slow"]["worker"], rows(tmp_path)["quick"]["worker"]} == {"w1", "w2"}  # side by side
+    assert rows(tmp_path)["slow"]["seconds"] >= 1
+    # the next run shows this one's seconds in its "before" column, and hands out the longest group first
+    proc, _took = run(tmp_path, "--group", "quick", "--group", "slow", "--workers", "1")
     slow_line = [line for line in proc.stdout.splitlines() if line.startswith("slow ")][0]
     assert slow_line.split()[-1].isdigit() and int(slow_line.split()[-1]) >= 1, slow_line
+    started = [line.split()[4] for line in proc.stdout.splitlines() if line.endswith(".log)")]
+    assert started == ["slow", "quick"], proc.stdout
 
 
 def test_a_failing_stage_stops_the_other_lanes_and_is_named(tmp_path):
-    proc, took = run(tmp_path, "--lane", "a=fail quick", "--lane", "b=stuck")
+    proc, took = run(tmp_path, "--group", "fail quick", "--group", "stuck")
     assert proc.returncode == 1
     assert took < 40  # stuck (60 s) was stopped, not waited for
     assert "===== fail failed" in proc.stdout and "the reason it failed" in proc.stdout
@@ -66,17 +74,35 @@ def test_a_failing_stage_stops_the_other_lanes_and_is_named(tmp_path):
 
 def test_a_stage_make_has_nothing_to_do_for_does_not_pass(tmp_path):
     # other-a is phony: make applies no pattern rule to it and says "Nothing to be done"
-    proc, _ = run(tmp_path, "--lane", "a=quick other-a")
+    proc, _took = run(tmp_path, "--group", "quick other-a")
     assert proc.returncode == 1
     assert "make ran no recipe for other-a" in (tmp_path / "logs" / "other-a.log").read_text()
 
 
-@pytest.mark.parametrize("lane", ["a=", "=quick"])
-def test_a_lane_without_targets_is_refused(tmp_path, lane):
-    proc, _ = run(tmp_path, "--lane", lane)
-    assert proc.returncode == 2 and "NAME=TARGET" in proc.stderr, proc.stderr
+@pytest.mark.parametrize("args, message", [(["--group", " "], "names no targets"), (["--workers", "0"], "1 or more")])
+def test_bad_arguments_are_refused(tmp_path, args, message):
+    proc, _took = run(tmp_path, *args)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
 def test_a_target_named_twice_is_refused(tmp_path):
-    proc, _ = run(tmp_path, "--lane", "a=quick", "--lane", "b=quick")
+    proc, _took = run(tmp_path, "--group", "quick", "--group", "quick")
     assert proc.returncode == 2 and "named twice: quick" in proc.stderr
+
+
+def test_make_test_runs_every_scenario_and_pytest_stage_once():
+    """`make test`'s queue (the Makefile's TEST_GROUPS, in its order for a clone with no timing yet) names every
+    molecule scenario and every pytest stage, each once, besides the static checks."""
+    root = STAGES.parents[1]
+    proc = subprocess.run(["make", "-n", "--no-print-directory", "test"], cwd=root, capture_output=True, text=True,
+                          timeout=60, check=True)
+    [line] = [line for line in proc.stdout.splitlines() if "stages.py" in line]
+    words = line.split()
+    groups = [words[i + 1] for i, word in enumerate(words) if word == "--group"]
+    stages = [stage for group in groups for stage in group.split("+")]
+    scenarios = sorted(p.parent.name for p in (root / "molecule").glob("*/molecule.yml"))
+    wanted = ["molecule-" + name for name in scenarios]
+    wanted += ["pytest-k8s", "pytest-integration", "pytest-sandbox", "pytest-unit", "sanity", "units", "lint", "changelog"]
+    assert sorted(stages) == sorted(wanted)
+    assert "sanity+units" in groups  # they share .build/sanity: never side by side
+    assert words[words.index("--serial") + 1] == "test-setup"
