@@ -501,3 +501,52 @@ def test_gpu_facts_names_and_fails_as_go_nvlib_does(probe, fake_nvml_dir, name):
                 for m in ours['mig']['devices']] == \
             [(m['uuid'], m['profile'], m['profile_ids']['gpu_instance'], m['profile_ids']['compute_instance'])
              for m in theirs['mig_devices']]
+
+
+# --------------------------------------------------------------------------- the fake PCI bus as GFD reads it
+
+def fake_pci_modules():
+    sys.path.insert(0, str(ROOT / 'tests'))
+    import fake_pci_bus  # noqa: E402  pylint: disable=import-outside-toplevel
+    from sandbox.images import fake_pci  # pylint: disable=import-outside-toplevel
+    return fake_pci_bus, fake_pci
+
+
+@pytest.mark.parametrize('name', NVML_PROFILE_PARAMS)
+def test_go_nvlib_reads_the_fake_pci_bus_as_gfd_does(probe, name, tmp_path):
+    """GPU feature discovery labels gpu.mode from each GPU's PCI class, read by go-nvlib's nvpci
+    (internal/resource/nvml-device.go GetPCIClass), which fails without numa_node and resource: GFD then labels
+    gpu.mode=unknown. The fake PCI bus the node containers and the MIG tests use has both, so go-nvlib finds every
+    GPU NVML answers for, with the class and NUMA node of the profile."""
+    fake_pci_bus, fake_pci = fake_pci_modules()
+    profile = load(name)
+    folder = fake_pci_bus.write(profile, str(tmp_path / 'devices'))
+    proc = probe(PROFILES_DIR / ('%s.json' % name), extra_env={'NVLIBPROBE_PCI_DEVICES': folder})
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    if report['init'] != 'SUCCESS':
+        return  # no NVML: GFD labels nothing (and the probe reads no bus id)
+    want = []
+    for gpu in profile['devices']:
+        if injected('nvmlDeviceGetHandleByIndex_v2', gpu.get('errors'), profile.get('errors')):
+            want.append({'error': 'GPU_IS_LOST'})  # a lost GPU has no bus id to read
+            continue
+        want.append({'address': fake_pci.sysfs_bdf(gpu['pci_bus_id']), 'class': '0x%06x' % fake_pci.pci_class(gpu),
+                     'numa_node': gpu.get('numa_node', 0), 'bars': 3, 'driver': ''})
+    assert report['pci'] == want
+
+
+def test_without_numa_node_or_resource_go_nvlib_fails_as_gfd_would(probe, tmp_path):
+    """What the fake PCI bus lacked before: go-nvlib refuses the device, and GFD's gpu.mode is unknown."""
+    fake_pci_bus, _fake_pci = fake_pci_modules()
+    folder = fake_pci_bus.write(load('t4'), str(tmp_path / 'devices'))
+    for name in ('numa_node', 'resource'):
+        for device in os.listdir(folder):
+            path = os.path.join(folder, device, name)
+            os.rename(path, path + '.gone')
+        proc = probe(PROFILES_DIR / 't4.json', extra_env={'NVLIBPROBE_PCI_DEVICES': folder})
+        error = json.loads(proc.stdout)['pci'][0].get('error', '')
+        assert ('numa_node' if name == 'numa_node' else 'resource file') in error, error
+        for device in os.listdir(folder):
+            path = os.path.join(folder, device, name)
+            os.rename(path + '.gone', path)
