@@ -15,8 +15,8 @@ Rules, each from NVIDIA/k8s-device-plugin (files under ``internal/``):
   ``X.Y``), writes ``cuda.driver-version.*`` and ``cuda.runtime-version.*`` (the CUDA version of the driver) and the
   deprecated ``cuda.driver.*`` / ``cuda.runtime.*``. ``mig.capable`` is true when any GPU is MIG capable.
   newSharingLabeler: ``mps.capable`` is ``false`` unless the sharing strategy is MPS; with MPS it is ``true``, and GFD
-  fails when a GPU has MIG enabled (isMPSCapable). newGPUModeLabeler: the PCI class of the first GPU (``0x030000``
-  graphics, ``0x030200`` compute, anything else unknown), read from sysfs.
+  fails when a GPU has MIG enabled (isMPSCapable). newGPUModeLabeler: the PCI class of the GPUs (``0x030000``
+  graphics, ``0x030200`` compute, anything else, or GPUs of different classes, unknown), read from sysfs.
 * ``lm/mig-strategy.go`` newGPULabelers: whole-GPU labels per model, counted over every GPU of that model; GPUs with
   MIG enabled are labelled without sharing (``replicas`` 0, no ``-SHARED``), GPUs without MIG with the config, and the
   latter are merged last. With two models on a node every model writes the same ``nvidia.com/gpu.*`` keys and Go's
@@ -339,7 +339,8 @@ def version_labels(facts):
 
 
 def gpu_mode(facts, devices):
-    """``gpu.mode`` from the PCI class of the first GPU, or None when the fact's PCI scan does not hold every GPU."""
+    """``gpu.mode`` from the PCI classes of the GPUs (lm/nvml.go getModeForClasses: ``unknown`` unless they are all
+    the same), or None when the fact's PCI scan does not hold every GPU."""
     classes = dict((str(p.get("address", "")).lower(), p.get("class")) for p in facts.get("pci") or []
                    if isinstance(p, Mapping))
     found = []
@@ -348,7 +349,9 @@ def gpu_mode(facts, devices):
         if address not in classes:
             return None
         found.append(classes[address])
-    return GPU_MODES.get(found[0], "unknown") if found else None
+    if not found:
+        return None
+    return GPU_MODES.get(found[0], "unknown") if len(set(found)) == 1 else "unknown"
 
 
 def _returned(obj, *calls):

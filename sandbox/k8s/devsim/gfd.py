@@ -19,7 +19,8 @@ Rules (files under ``internal/``):
   ``gpu.machine`` (the DMI product name, ``unknown`` where it cannot be read: here always), the driver and CUDA
   version labels (new and deprecated forms; revision ``""`` for a two-part driver version), ``mig.capable`` (any GPU),
   ``mps.capable`` (``false`` unless MPS shares the GPUs; GFD fails with MPS on a GPU in MIG mode), the resource labels
-  (lm/mig-strategy.go, lm/resource.go), ``gpu.mode`` (the first GPU's PCI class), then ``gfd.timestamp``.
+  (lm/mig-strategy.go, lm/resource.go), ``gpu.mode`` (the GPUs' PCI class, ``unknown`` when they differ), then
+  ``gfd.timestamp``.
 * Whole GPUs: one labeler per model, counting every GPU of that model; models with MIG on get no sharing (replicas
   0, strategy none), the others the config. All write ``nvidia.com/gpu.*``, so with two models the winner is Go's map
   order; the simulator takes the model of the first GPU with MIG off (or the first GPU when all have MIG on), the
@@ -298,7 +299,9 @@ def labels(profile: dict | None, config: PluginConfig, timestamp: datetime.datet
     out[NS + "mps.capable"] = "true" if strategy == "mps" else "false"
     out.update(_whole_gpus(profile, devices, strategy, replicated))
     out.update(_mig_strategy_labels(profile, devices, config, strategy, replicated))
-    out[NS + "gpu.mode"] = {"0x030000": "graphics", "0x030200": "compute"}.get(pci_class(devices[0]), "unknown")
+    classes = {pci_class(d) for d in devices}  # lm/nvml.go getModeForClasses: one class for all, else unknown
+    out[NS + "gpu.mode"] = {"0x030000": "graphics", "0x030200": "compute"}.get(classes.pop(), "unknown") \
+        if len(classes) == 1 else "unknown"
     if timestamp is not None:
         out[NS + "gfd.timestamp"] = str(int(timestamp.timestamp()))
     return out
