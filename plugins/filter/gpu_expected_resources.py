@@ -27,9 +27,9 @@ description:
     C(rename_by_default).
   - A node NVIDIA's plugin would exit on (a lost GPU, a C(1c.2g.20gb) MIG device under C(mixed), ...) fails the filter
     with the plugin's reason.
-  - So does a node that shares by MPS where NVIDIA's MPS control daemon cannot run (GPU feature discovery would not
-    label it C(nvidia.com/mps.capable=true): a GPU in MIG mode under C(none), a lost GPU, ...), where the plugin waits
-    for the daemon and advertises nothing.
+  - So does a node that shares by MPS where NVIDIA's MPS control daemon cannot run, because GPU feature discovery would
+    not label it C(nvidia.com/mps.capable=true) (a GPU in MIG mode under C(none), a lost GPU, ...), where the plugin
+    waits for the daemon and advertises nothing.
   - The counts are allocatable ones; a GPU that raised a critical XID while its facts were read (the fact's
     C(xid_events)) is one the plugin marks unhealthy, by the plugin's rules (see O(health_checks)).
 options:

@@ -131,10 +131,10 @@ ansible_facts:
           sample: 11.510.47.03
         nvml_returns:
           description:
-            - The NVML calls for the whole host that did not succeed, by function name, with NVML's return code name:
-              the driver and CUDA driver versions (both versions of C(nvmlSystemGetCudaDriverVersion): GPU feature
-              discovery asks the first and exits when it does not answer), the device count, and the XID event set
-              (C(nvmlEventSetCreate), C(nvmlEventSetWait)).
+            - The NVML calls for the whole host that did not succeed, by function name, with NVML's return code name,
+              of the driver and CUDA driver versions (both versions of C(nvmlSystemGetCudaDriverVersion), since GPU
+              feature discovery asks the first and exits when it does not answer), the device count, and the XID
+              event set (C(nvmlEventSetCreate), C(nvmlEventSetWait)).
           type: dict
           returned: always
           sample: {"nvmlSystemGetCudaDriverVersion_v2": "NOT_SUPPORTED"}
