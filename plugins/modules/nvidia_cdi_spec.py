@@ -70,6 +70,7 @@ attributes:
     support: none
     details: The spec is nvidia-ctk's; the result names the devices before and after.
   idempotent:
+    description: Whether a second run with the same options changes nothing and reports no change.
     support: full
     details: A spec that names the devices the GPUs have is left alone; with O(force), one that comes out the same.
   platform:

@@ -30,8 +30,9 @@ capabilities a MIG device uses (``capabilities``, ``device_paths``).
 
 Docker refuses bind mounts into ``/proc``; the gpu node image mounts a tmpfs over ``/proc/driver`` from inside the node
 at boot and writes the file where a real node has it, ``/proc/driver/nvidia-caps/mig-minors``, and creates the
-``/dev/nvidia-caps/nvidia-cap<minor>`` nodes of the node's MIG devices (``sandbox/images/fake-nvml-caps.service``). The MIG devices are those the fake NVML reports: the profile's, or the
-layout its MIG state file keeps (``state``, see ``mig_state.py``). Standard library only: the node image runs it with
+``/dev/nvidia-caps/nvidia-cap<minor>`` nodes of the node's MIG devices (``sandbox/images/fake-nvml-caps.service``).
+The MIG devices are those the fake NVML reports: the profile's, or the layout its MIG state file keeps (``state``, see
+``mig_state.py``). Standard library only: the node image runs it with
 the system Python.
 
 Usage: python3 mig_minors.py --profile PROFILE.json --out FILE [--dev-dir DIR [--major N]] [--state STATE.json]

@@ -69,13 +69,12 @@ _HINTS = (
 class PluginExit(KubegpuError):
     """NVIDIA's device plugin would exit on ``node`` (and advertise nothing there) for ``reason``, its own words."""
 
-    def __init__(self, node, reason):
+    def __init__(self, node, reason, message=None):
         self.node = node
         self.reason = reason
         hint = next((text for word, text in _HINTS if word in reason), "")
-        super(PluginExit, self).__init__(
-            "node %s: NVIDIA's device plugin would exit there: %s%s" % (node, reason, "; " + hint if hint else ""),
-            nodes={node: reason})
+        default = "node %s: NVIDIA's device plugin would exit there: %s%s" % (node, reason, "; " + hint if hint else "")
+        super(PluginExit, self).__init__(message or default, nodes={node: reason})
 
 
 class NoMpsDaemon(PluginExit):
@@ -84,14 +83,11 @@ class NoMpsDaemon(PluginExit):
     gpu_node_labels, which follows it) does not label this node so, for ``reason`` (GFD's own)."""
 
     def __init__(self, node, reason):
-        self.node = node
-        self.reason = reason
-        KubegpuError.__init__(
-            self, "node %s: NVIDIA's device plugin would advertise nothing there: it shares the GPUs with MPS and waits "
-                  "for NVIDIA's MPS control daemon, which runs only on nodes labelled %s=true, and GPU feature "
-                  "discovery labels nothing on this node (%s); %s"
-                  % (node, LABEL_MPS_CAPABLE, reason, _mps_hint(reason)),
-            nodes={node: reason})
+        super(NoMpsDaemon, self).__init__(
+            node, reason,
+            "node %s: NVIDIA's device plugin would advertise nothing there: it shares the GPUs with MPS and waits for "
+            "NVIDIA's MPS control daemon, which runs only on nodes labelled %s=true, and GPU feature discovery labels "
+            "nothing on this node (%s); %s" % (node, LABEL_MPS_CAPABLE, reason, _mps_hint(reason)))
 
 
 def _mps_hint(reason):

@@ -172,8 +172,8 @@ class Spec(object):
         strategies = [s.strip() for s in env.get(STRATEGIES_VAR, "").split(",") if s.strip()]
         if strategies and "uuid" not in strategies:
             self.warnings.append("%s sets %s=%s: MIG devices' index names depend on the tool that made the layout, so "
-                                 "uuid is added to the names this module writes" % (self.env_file, STRATEGIES_VAR,
-                                                                                     env[STRATEGIES_VAR]))
+                                 "uuid is added to the names this module writes"
+                                 % (self.env_file, STRATEGIES_VAR, env[STRATEGIES_VAR]))
             env[STRATEGIES_VAR] = ",".join(strategies + ["uuid"])
         env.pop(OUTPUT_VAR, None)  # the output is given on the command line
         return env
@@ -231,8 +231,8 @@ def run(params, runner, check_mode=False):
         return result
     if not os.access(spec.ctk, os.X_OK):
         raise CdiError("the host uses the NVIDIA Container Toolkit's CDI spec (%s) but has no nvidia-ctk at %s: "
-                       "install the toolkit (the container_toolkit role) or set nvidia_ctk" % (", ".join(paths),
-                                                                                              spec.ctk))
+                       "install the toolkit (the container_toolkit role) or set nvidia_ctk"
+                       % (", ".join(paths), spec.ctk))
     _all, before = spec.listed()
     result["before"] = before
     wanted = result["expected"]

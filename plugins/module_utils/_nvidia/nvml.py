@@ -323,7 +323,7 @@ def _xid_events(reader, devices, returns):
             except nvml.NVMLError as exc:
                 if getattr(exc, "value", None) != getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", None):
                     device["nvml_returns"]["nvmlDeviceRegisterEvents"] = reader.code(exc)
-        for _ in range(_MAX_EVENTS):
+        for _event_number in range(_MAX_EVENTS):
             try:
                 event = nvml.nvmlEventSetWait_v2(event_set, 0)
             except nvml.NVMLError as exc:
