@@ -27,7 +27,7 @@ description:
     C(NVIDIA_CTK_CDI_GENERATE_DEVICE_NAME_STRATEGIES), it is added, with a warning."
   - A host whose GPUs expose no device (every GPU in MIG mode without MIG devices, the GPU Operator's C(all-enabled))
     cannot have a valid spec (nvidia-ctk refuses it); the old one is removed.
-  - A host without the toolkit's CDI spec is left alone (RV(skipped)).
+  - A host without the toolkit's CDI spec is left alone (RV(not_in_use); not as a skipped task, so that a play sees it ran).
 author:
   - kubegpu.cluster contributors (@kubegpu)
 options:
@@ -132,7 +132,7 @@ removed:
   elements: str
   returned: always
   sample: []
-skipped:
+not_in_use:
   description: Why nothing was done.
   type: str
   returned: when the host has no CDI spec of the toolkit

@@ -226,7 +226,7 @@ def run(params, runner, check_mode=False):
     result = {"changed": False, "paths": paths, "expected": expected_names(params.get("gpu")), "regenerated": [],
               "removed": []}
     if not paths:
-        result["skipped"] = ("the host has no CDI spec of the NVIDIA Container Toolkit (no %s or %s, no "
+        result["not_in_use"] = ("the host has no CDI spec of the NVIDIA Container Toolkit (no %s or %s, no "
                              "nvidia-cdi-refresh.service)" % (REFRESH_OUTPUT, STATIC_OUTPUT))
         return result
     if not os.access(spec.ctk, os.X_OK):

@@ -112,7 +112,7 @@ def test_a_host_without_the_toolkits_spec_is_left_alone(tmp_path):
     with open(params["env_file"], "w") as handle:
         handle.write("NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=%s\n" % (tmp_path / "run.yaml"))
     result = cdi.run(params, runner=None)
-    assert result["skipped"] and not result["changed"] and result["paths"] == []
+    assert result["not_in_use"] and "skipped" not in result and not result["changed"] and result["paths"] == []
 
 
 def test_a_stale_spec_is_regenerated_checked_and_left_alone_after(host):
