@@ -10,6 +10,7 @@ computation from what the fake answers, not the profile's string read back.
 The binary is ``$NVLIBPROBE`` (``make test`` passes it), else the cached one ``make nvlibprobe`` builds.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -46,10 +47,12 @@ TOPOLOGY_NODE, TOPOLOGY_SYSTEM = 40, 50
 
 
 def probe_versions():
-    """go-nvlib-v0.13.0_go-nvml-v0.13.4-1: the cache key rules.mk derives from go.mod."""
+    """go-nvlib-v0.13.0_go-nvml-v0.13.4-1_<hash>: the cache key rules.mk derives from go.mod, and the first 12 hex
+    digits of the SHA-256 of main.go, go.mod and go.sum (a binary per source: worktrees share the cache)."""
     text = (PROBE_DIR / 'go.mod').read_text(encoding='utf-8')
     pins = re.findall(r'^\s*github\.com/NVIDIA/(go-nvlib|go-nvml) (v\S+)', text, re.M)
-    return '_'.join('%s-%s' % pin for pin in pins)
+    digest = hashlib.sha256(b''.join((PROBE_DIR / name).read_bytes() for name in ('main.go', 'go.mod', 'go.sum')))
+    return '_'.join(['%s-%s' % pin for pin in pins] + [digest.hexdigest()[:12]])
 
 
 def probe_binary():
@@ -340,8 +343,14 @@ def test_every_symbol_go_nvlib_binds_is_exported_and_in_the_readme(probe, tmp_pa
     assert bound <= readme_functions() | {'nvmlErrorString'}, sorted(bound - readme_functions())
 
 
-def test_probe_cache_key_follows_the_pins():
-    assert probe_versions() == 'go-nvlib-v0.13.0_go-nvml-v0.13.4-1'
+def test_probe_cache_key_follows_the_pins_and_the_source():
+    """The key rules.mk builds the binary under: the pins, then the sources' hash, as make computes it."""
+    key = probe_versions()
+    assert re.fullmatch(r'go-nvlib-v0\.13\.0_go-nvml-v0\.13\.4-1_[0-9a-f]{12}', key), key
+    make = subprocess.run(['make', '-s', '--no-print-directory', '-pn', 'nvlibprobe'], cwd=str(ROOT), capture_output=True,
+                          text=True, timeout=120, check=False)
+    dirs = re.findall(r'^NVLIBPROBE_DIR := .*/nvlibprobe/(\S+)$', make.stdout, re.M)
+    assert dirs == [key], make.stderr or dirs  # make -p prints the expanded value
 
 
 # --------------------------------------------------------------------------- nvidia-ctk's CDI generator
