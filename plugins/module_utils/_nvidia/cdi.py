@@ -227,7 +227,7 @@ def run(params, runner, check_mode=False):
               "removed": []}
     if not paths:
         result["not_in_use"] = ("the host has no CDI spec of the NVIDIA Container Toolkit (no %s or %s, no "
-                             "nvidia-cdi-refresh.service)" % (REFRESH_OUTPUT, STATIC_OUTPUT))
+                                "nvidia-cdi-refresh.service)" % (REFRESH_OUTPUT, STATIC_OUTPUT))
         return result
     if not os.access(spec.ctk, os.X_OK):
         raise CdiError("the host uses the NVIDIA Container Toolkit's CDI spec (%s) but has no nvidia-ctk at %s: "
