@@ -1,31 +1,29 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A fake PCI bus for a fake NVML profile: the GPUs as /sys/bus/pci/devices shows them (the files the collection's
-_host.pci_gpus reads, where mig-parted's device filters are matched), and a command prefix that runs a command with
-that folder bound over /sys/bus/pci/devices in a mount namespace of its own (root only; the host's view is untouched).
-Shared by the MIG tests."""
+_host.pci_gpus reads, where mig-parted's device filters are matched, and those go-nvlib's nvpci reads for GPU feature
+discovery and nvidia-ctk), and a command prefix that runs a command with that folder bound over /sys/bus/pci/devices
+in a mount namespace of its own (root only; the host's view is untouched). The files are the node images' own
+(sandbox/images/fake_pci.py device_files), so the tests and the node containers show one PCI bus. Shared by the MIG
+and CDI tests."""
 
 import os
 import subprocess
+
+from sandbox.images import fake_pci
 
 PCI_DEVICES = "/sys/bus/pci/devices"
 
 
 def write(profile, folder):
-    """Write the profile's (a parsed fake NVML profile) GPUs under ``folder``: vendor, device, class (3D controller)
-    and, where the profile has one, the subsystem ids."""
+    """Write the profile's (a parsed fake NVML profile) GPUs under ``folder``, one directory per GPU with the files of
+    :func:`sandbox.images.fake_pci.device_files` (ids, class, configuration space, NUMA node, resources)."""
     os.makedirs(folder)
     for device in profile["devices"]:
-        domain, rest = device["pci_bus_id"].lower().split(":", 1)
-        address = os.path.join(folder, "%04x:%s" % (int(domain, 16), rest))
+        address = os.path.join(folder, fake_pci.sysfs_bdf(device["pci_bus_id"]))
         os.makedirs(address)
-        ids = int(device["pci_device_id"], 16)
-        values = {"vendor": ids & 0xFFFF, "device": ids >> 16, "class": 0x030200}
-        if device.get("pci_subsystem_id"):
-            sub = int(device["pci_subsystem_id"], 16)
-            values.update(subsystem_vendor=sub & 0xFFFF, subsystem_device=sub >> 16)
-        for name, value in values.items():
-            with open(os.path.join(address, name), "w", encoding="utf-8") as handle:
-                handle.write("0x%04x\n" % value)
+        for name, content in fake_pci.device_files(device).items():
+            with open(os.path.join(address, name), "wb") as handle:
+                handle.write(content if isinstance(content, bytes) else content.encode())
     return folder
 
 

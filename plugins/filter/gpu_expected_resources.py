@@ -27,6 +27,11 @@ description:
     C(rename_by_default).
   - A node NVIDIA's plugin would exit on (a lost GPU, a C(1c.2g.20gb) MIG device under C(mixed), ...) fails the filter
     with the plugin's reason.
+  - So does a node that shares by MPS where NVIDIA's MPS control daemon cannot run, because GPU feature discovery would
+    not label it C(nvidia.com/mps.capable=true) (a GPU in MIG mode under C(none), a lost GPU, ...), where the plugin
+    waits for the daemon and advertises nothing.
+  - The counts are allocatable ones; a GPU that raised a critical XID while its facts were read (the fact's
+    C(xid_events)) is one the plugin marks unhealthy, by the plugin's rules (see O(health_checks)).
 options:
   _input:
     description: Node name to C(gpu) fact.
@@ -49,6 +54,12 @@ options:
   node_configs:
     description: Node (or inventory) name to config name, as O(kubegpu.cluster.device_plugin_deploy#module:node_configs).
     type: dict
+  health_checks:
+    description:
+      - The plugin's XID health checks, as O(kubegpu.cluster.device_plugin_deploy#module:health_checks) (C(enabled),
+        C(ignore_xids), C(check_xids)). Devices the plugin marks unhealthy on the XID events in the facts are left out
+        of the counts (allocatable, not capacity).
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -70,15 +81,17 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import allocatable, plugin_config
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import allocatable, health, plugin_config
 
 
-def gpu_expected_resources(facts, mig_strategy="none", sharing=None, node_names=None, configs=None, node_configs=None):
+def gpu_expected_resources(facts, mig_strategy="none", sharing=None, node_names=None, configs=None, node_configs=None,
+                           health_checks=None):
     if not isinstance(facts, dict):
         raise AnsibleFilterError("gpu_expected_resources: expects node name to gpu fact, got %s" % type(facts).__name__)
     params = {"mig_strategy": mig_strategy, "sharing": sharing, "facts": facts, "node_names": node_names,
-              "configs": configs, "node_configs": node_configs}
+              "configs": configs, "node_configs": node_configs, "health_checks": health_checks}
     try:
+        health.settings(health_checks)
         named = plugin_config.named_configs(params)
         return allocatable.expected(params, named[0][1], plugin_config.configs_by_node(params, named))
     except KubegpuError as exc:

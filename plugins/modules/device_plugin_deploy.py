@@ -140,9 +140,39 @@ options:
         devices of several types with O(mig_strategy=single), a C(1c.2g.20gb) MIG device with O(mig_strategy=mixed),
         ...) fails the module before any API call, naming every such node and the plugin's own reason, instead of
         waiting out O(wait_timeout).
+      - So does a node whose config shares by MPS where NVIDIA's MPS control daemon cannot run, so that the plugin
+        would wait for it and advertise nothing - where GPU feature discovery would not label
+        C(nvidia.com/mps.capable=true), which the daemon selects on (a GPU in MIG mode under O(mig_strategy=none), a
+        lost GPU, a CUDA driver version NVML does not give, ...).
+      - Devices the plugin marks unhealthy (O(health_checks)) are left out of the counts, from the XID events in the
+        facts.
       - Mutually exclusive with O(expected).
     type: dict
     default: {}
+  health_checks:
+    description:
+      - The plugin's XID health checks (its E(DP_DISABLE_HEALTHCHECKS) and E(DP_ENABLE_HEALTHCHECKS)). A device marked
+        unhealthy stays in the node's capacity and leaves its allocatable until the plugin restarts. The plugin always
+        ignores XIDs 13, 31, 43, 45, 68 and 109 (application errors).
+      - With O(facts), the counts waited for leave out what the plugin marks unhealthy, by the same rules.
+    type: dict
+    suboptions:
+      enabled:
+        description: V(false) turns the checks off (E(DP_DISABLE_HEALTHCHECKS=all)).
+        type: bool
+        default: true
+      ignore_xids:
+        description: More XIDs to ignore (E(DP_DISABLE_HEALTHCHECKS)).
+        type: list
+        elements: int
+        default: []
+      check_xids:
+        description:
+          - XIDs to check even where the plugin ignores them by default (E(DP_ENABLE_HEALTHCHECKS)). Refused with
+            O(health_checks.enabled=false), which v0.20.0 lets win over this list.
+        type: list
+        elements: int
+        default: []
   node_names:
     description: Host name in O(facts) and O(label_facts) to its Kubernetes node name, for hosts whose names differ.
     type: dict
@@ -370,7 +400,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.args import plugin_config_spec
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.args import health_checks_spec, plugin_config_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.deployment import run
 
 
@@ -398,6 +428,7 @@ def main():
             wait_timeout=dict(type="int", default=nv.DEFAULT_WAIT_TIMEOUT, minimum=0),
             expected=dict(type="dict", default={}),
             facts=dict(type="dict", default={}),
+            health_checks=dict(type="dict", options=health_checks_spec()),
             node_names=dict(type="dict", default={}),
             label_facts=dict(type="dict"),
             nfd=dict(type="dict"),

@@ -129,6 +129,15 @@ ansible_facts:
           type: str
           returned: always
           sample: 11.510.47.03
+        nvml_returns:
+          description:
+            - The NVML calls for the whole host that did not succeed, by function name, with NVML's return code name,
+              of the driver and CUDA driver versions (both versions of C(nvmlSystemGetCudaDriverVersion), since GPU
+              feature discovery asks the first and exits when it does not answer), the device count, and the XID
+              event set (C(nvmlEventSetCreate), C(nvmlEventSetWait)).
+          type: dict
+          returned: always
+          sample: {"nvmlSystemGetCudaDriverVersion_v2": "NOT_SUPPORTED"}
         count:
           description: Number of GPUs NVML reports.
           type: int
@@ -291,6 +300,18 @@ ansible_facts:
               type: dict
               returned: always
               sample: {"handle": "GPU is lost"}
+            xid_events:
+              description:
+                - The critical XID errors NVML reported for this GPU while the facts were read, read as NVIDIA's device
+                  plugin's health check reads them (an event set with the GPU registered for XID and ECC events, then
+                  drained without waiting). NVML reports only what happens after a registration, so this holds XIDs
+                  the GPU raises while it is watched. C(gpu_instance_id) and C(compute_instance_id) are C(null) for
+                  the whole GPU. M(kubegpu.cluster.device_plugin_deploy) predicts the devices the plugin marks
+                  unhealthy from them.
+              type: list
+              elements: dict
+              returned: when NVML has XID events
+              sample: [{"xid": 79, "gpu_instance_id": null, "compute_instance_id": null}]
             nvml_returns:
               description:
                 - Every NVML call for this GPU that did not succeed, by function name, with NVML's return code name

@@ -28,10 +28,11 @@ the GPU's minor number (``/dev/nvidia<N>``), not its NVML index. What depends on
 at all (not without the kernel module: a profile whose ``nvmlInit`` answers ``DRIVER_NOT_LOADED``), and which
 capabilities a MIG device uses (``capabilities``, ``device_paths``).
 
-Node containers cannot mount into ``/proc``; the gpu node image writes the file to ``/etc/fake-nvml/nvidia-caps/mig-minors``
-beside the profile, and creates the ``/dev/nvidia-caps/nvidia-cap<minor>`` nodes of the node's MIG devices
-(``sandbox/images/fake-nvml-caps.service``). The MIG devices are those the fake NVML reports: the profile's, or the
-layout its MIG state file keeps (``state``, see ``mig_state.py``). Standard library only: the node image runs it with
+Docker refuses bind mounts into ``/proc``; the gpu node image mounts a tmpfs over ``/proc/driver`` from inside the node
+at boot and writes the file where a real node has it, ``/proc/driver/nvidia-caps/mig-minors``, and creates the
+``/dev/nvidia-caps/nvidia-cap<minor>`` nodes of the node's MIG devices (``sandbox/images/fake-nvml-caps.service``).
+The MIG devices are those the fake NVML reports: the profile's, or the layout its MIG state file keeps (``state``, see
+``mig_state.py``). Standard library only: the node image runs it with
 the system Python.
 
 Usage: python3 mig_minors.py --profile PROFILE.json --out FILE [--dev-dir DIR [--major N]] [--state STATE.json]
@@ -65,7 +66,7 @@ ENTRIES_PER_GPU = MAX_GPU_INSTANCES * ENTRIES_PER_GI  # 135
 # /proc/devices names it "nvidia-caps"). The node images use this fixed one.
 DEFAULT_MAJOR = 511
 CAPS_DEV_DIR = '/dev/nvidia-caps'
-NODE_MIG_MINORS = '/etc/fake-nvml/nvidia-caps/mig-minors'
+NODE_MIG_MINORS = '/proc/driver/nvidia-caps/mig-minors'  # where the kernel module publishes it
 
 
 class MigMinorsError(ValueError):

@@ -16,8 +16,9 @@ real entries stay visible; see nodes.yml), which is what their kernel drivers wo
   folder, the way the ROCm device plugin finds its GPUs;
 * a profile whose ``kernel_driver`` is null gives the GPUs on the bus and nothing else (driver not loaded).
 
-* ``devices/0000:3b:00.0/{vendor,device,class,subsystem_vendor,subsystem_device,revision,config}``, in the
-  format of the kernel (``0x10de\\n``), ``config`` holding the first 64 bytes of the configuration space;
+* ``devices/0000:3b:00.0/{vendor,device,class,subsystem_vendor,subsystem_device,revision,config,numa_node,resource}``,
+  in the format of the kernel (``0x10de\\n``), ``config`` holding the first 64 bytes of the configuration space,
+  ``resource`` the BARs (see ``device_files``);
 * ``devices/<bdf>/driver -> ../../drivers/nvidia`` and ``drivers/nvidia/<bdf> -> ../../devices/<bdf>`` when
   a driver is bound (variant gpu; amdgpu, i915 or xe for the amd and intel variants); the nodriver variant has the
   GPU on the bus and no driver; the base variant has an empty bus.
@@ -85,9 +86,41 @@ def pci_class(gpu):
     return CLASS_3D
 
 
+# The kernel's resource file: one "start end flags" line per resource (the six BARs, the expansion ROM, the six SR-IOV
+# BARs), each value as 0x%016x (drivers/pci/pci-sysfs.c resource_show). The flags of a BAR the kernel assigned:
+# 32-bit memory (IORESOURCE_MEM | IORESOURCE_SIZEALIGN) and 64-bit prefetchable memory (| IORESOURCE_PREFETCH |
+# IORESOURCE_MEM_64), as an NVIDIA GPU's BAR0 (registers) and BAR1/BAR3 (framebuffer aperture, RAM-in) show them.
+PCI_RESOURCES = 13
+BAR_FLAGS_MEM32 = 0x40200
+BAR_FLAGS_MEM64_PREFETCH = 0x14220C
+MIB_BYTES = 1024 * 1024
+
+
+def _bars(gpu, bus):
+    """(start, end, flags) of each of the PCI_RESOURCES resources of a GPU on ``bus``: BAR0 16 MiB of registers,
+    BAR1 the framebuffer aperture (the memory rounded up to a power of two, as data-centre boards map it whole), BAR3
+    32 MiB; every other line zero. Addresses are made up per bus, apart from each other."""
+    memory = int(gpu.get("memory_total_mib") or 256) * MIB_BYTES
+    aperture = 1 << max(28, (memory - 1).bit_length())
+    bar0 = 0xE0000000 + (bus << 24)
+    bar1 = 0x200000000000 + bus * (1 << 38)
+    bar3 = bar1 + aperture
+    lines = [(0, 0, 0)] * PCI_RESOURCES
+    lines[0] = (bar0, bar0 + 16 * MIB_BYTES - 1, BAR_FLAGS_MEM32)
+    lines[1] = (bar1, bar1 + aperture - 1, BAR_FLAGS_MEM64_PREFETCH)
+    lines[3] = (bar3, bar3 + 32 * MIB_BYTES - 1, BAR_FLAGS_MEM64_PREFETCH)
+    return lines
+
+
 def device_files(gpu, vendor_id=NVIDIA_VENDOR):
     """The sysfs attribute files of one profile device: name -> content. ``vendor_id``: the PCI vendor the node's
-    profile is of (NVIDIA's for the fake NVML's profiles)."""
+    profile is of (NVIDIA's for the fake NVML's profiles).
+
+    Besides the ids and the configuration space, ``numa_node`` (the profile's, as the fake NVML answers its topology
+    calls from it: 0 when the profile has none; -1, "no NUMA affinity", for the sysfs-only vendor profiles) and
+    ``resource``: GPU feature discovery reads both for every GPU (go-nvlib pkg/nvpci getNvidiaDeviceByPciBusID, which
+    fails without them, so that GFD labels ``gpu.mode=unknown``), and the device plugin the NUMA node for its
+    topology hints (internal/rm/nvml_devices.go GetNumaNode)."""
     ident = _int(gpu["pci_device_id"])
     subsys = _int(gpu.get("pci_subsystem_id", ident))
     vendor, device = ident & 0xFFFF, ident >> 16
@@ -104,6 +137,8 @@ def device_files(gpu, vendor_id=NVIDIA_VENDOR):
         vendor, device, 0x0006, 0x0000, (klass << 8) | revision,
         0, 0, 0, 0, 0, 0, sub_vendor, sub_device, 0, 0, 0, 1, 0, 0,
     )
+    bus = int(sysfs_bdf(gpu["pci_bus_id"]).split(":")[1], 16)
+    numa = gpu.get("numa_node", 0 if vendor_id == NVIDIA_VENDOR else -1)
     return {
         "vendor": "0x%04x\n" % vendor,
         "device": "0x%04x\n" % device,
@@ -112,6 +147,8 @@ def device_files(gpu, vendor_id=NVIDIA_VENDOR):
         "class": "0x%06x\n" % klass,
         "revision": "0x%02x\n" % revision,
         "config": config,
+        "numa_node": "%d\n" % numa,
+        "resource": "".join("0x%016x 0x%016x 0x%016x\n" % line for line in _bars(gpu, bus)),
     }
 
 
@@ -143,11 +180,9 @@ def _file(text):
 
 
 def _driver_tree(gpus, driver, vendor, driver_version):
-    """What a loaded amdgpu, i915 or xe adds to sysfs for ``gpus`` (nothing when ``driver`` is None): the
-    numa_node of every GPU on the bus, then DRM nodes, memory, tiles, the KFD topology, the module."""
+    """What a loaded amdgpu, i915 or xe adds to sysfs for ``gpus`` (nothing when ``driver`` is None): DRM nodes,
+    memory, tiles, the KFD topology, the module."""
     tree = {}
-    for gpu in gpus:
-        tree["devices/%s/numa_node" % sysfs_bdf(gpu["pci_bus_id"])] = _file(str(gpu.get("numa_node", -1)))
     if not driver:
         return tree
     tree.update({"class/drm": ("dir", None), "module/%s" % driver: ("dir", None),

@@ -19,7 +19,10 @@
 //   - events: the plugin's health check (internal/rm/health.go): one event set, each GPU registered for XID and
 //     ECC events masked by what it supports, one wait with a zero timeout;
 //   - topology: the plugin's aligned allocation (go-gpuallocator internal/links): the common PCIe ancestor of each
-//     pair of GPUs and the NVLinks of each GPU.
+//     pair of GPUs and the NVLinks of each GPU;
+//   - pci (only with NVLIBPROBE_PCI_DEVICES, a folder standing for /sys/bus/pci/devices): go-nvlib pkg/nvpci
+//     GetGPUByPciBusID of each GPU's bus id, as GPU feature discovery reads a GPU's PCI class for gpu.mode
+//     (internal/resource/nvml-device.go GetPCIClass; an error there makes GFD label gpu.mode=unknown).
 package main
 
 import (
@@ -30,6 +33,7 @@ import (
 
 	"github.com/NVIDIA/go-nvlib/pkg/nvlib/device"
 	"github.com/NVIDIA/go-nvlib/pkg/nvlib/info"
+	"github.com/NVIDIA/go-nvlib/pkg/nvpci"
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
@@ -309,6 +313,40 @@ func probeTopology(lib nvml.Interface, count int) obj {
 	return obj{"common_ancestors": pairs, "nvlink_remotes": links}
 }
 
+// probePCI reads every reachable GPU's PCI device as GPU feature discovery does for gpu.mode, from root.
+func probePCI(lib nvml.Interface, devlib device.Interface, count int, root string) []interface{} {
+	pci := nvpci.New(nvpci.WithPCIDevicesRoot(root), nvpci.WithLogger(stderrLogger{}))
+	out := []interface{}{}
+	for i := 0; i < count; i++ {
+		handle, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			out = append(out, obj{"error": codeName(ret)})
+			continue
+		}
+		d, err := devlib.NewDevice(handle)
+		if err != nil {
+			out = append(out, obj{"error": err.Error()})
+			continue
+		}
+		busID, err := d.GetPCIBusID()
+		if err != nil {
+			out = append(out, obj{"error": err.Error()})
+			continue
+		}
+		gpu, err := pci.GetGPUByPciBusID(busID)
+		switch {
+		case err != nil:
+			out = append(out, obj{"error": err.Error()})
+		case gpu == nil:
+			out = append(out, obj{"error": "not an NVIDIA GPU on the PCI bus"})
+		default:
+			out = append(out, obj{"address": gpu.Address, "class": fmt.Sprintf("0x%06x", gpu.Class),
+				"numa_node": gpu.NumaNode, "bars": len(gpu.Resources), "driver": gpu.Driver})
+		}
+	}
+	return out
+}
+
 func cString(chars []int8) string {
 	var b strings.Builder
 	for _, c := range chars {
@@ -354,6 +392,9 @@ func run() obj {
 	report["devices"] = devices
 	report["events"] = probeEvents(lib, count)
 	report["topology"] = probeTopology(lib, count)
+	if root := os.Getenv("NVLIBPROBE_PCI_DEVICES"); root != "" {
+		report["pci"] = probePCI(lib, devlib, count, root)
+	}
 	return report
 }
 

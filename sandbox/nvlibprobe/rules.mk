@@ -9,7 +9,10 @@ NVLIBPROBE_SRC := $(ROOT)/sandbox/nvlibprobe
 # "go-nvlib-v0.13.0_go-nvml-v0.13.4-1", read from the require lines of go.mod
 NVLIBPROBE_VERSIONS := $(shell sed -n 's#^[[:space:]]*github.com/NVIDIA/\(go-nvlib\|go-nvml\) \(v[^[:space:]]*\).*#\1-\2#p' \
 	$(NVLIBPROBE_SRC)/go.mod | paste -sd_ -)
-NVLIBPROBE_DIR := $(CACHE_DIR)/nvlibprobe/$(NVLIBPROBE_VERSIONS)
+# ... and the sources' own hash: worktrees with different probes share the cache, so each source has a binary of its own
+# (tests/sandbox/test_nvlib_probe.py computes the same key)
+NVLIBPROBE_HASH := $(shell cat $(NVLIBPROBE_SRC)/main.go $(NVLIBPROBE_SRC)/go.mod $(NVLIBPROBE_SRC)/go.sum | sha256sum | cut -c1-12)
+NVLIBPROBE_DIR := $(CACHE_DIR)/nvlibprobe/$(NVLIBPROBE_VERSIONS)_$(NVLIBPROBE_HASH)
 NVLIBPROBE_BIN := $(NVLIBPROBE_DIR)/nvlibprobe
 
 .PHONY: nvlibprobe

@@ -18,7 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import allocatable, plugin_config
-from sandbox.k8s.devsim.rules import PluginError, advertised_resources, parse_config
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import health as health_rules
+from sandbox.k8s.devsim import gfd as sim_gfd
+from sandbox.k8s.devsim.rules import PluginError, advertised_resources, parse_config, unhealthy_devices
 
 import nvml_profiles
 
@@ -67,15 +69,34 @@ def worker(fake_nvml_dir, tmp_path_factory):
     proc.close()
 
 
-def both(facts, prof, params):
-    """(ours, the simulator's): a dict of counts, or ("exit", reason)."""
+def both(facts, prof, params, health=None):
+    """(ours, the simulator's): a dict of allocatable counts, ("exit", reason), or ("no MPS daemon", ...) where the
+    plugin waits for an MPS control daemon that cannot run on the node.
+
+    The simulator's side is the sandbox's machinery put together: the plugin's counts less its unhealthy devices (the
+    environment the collection gives the plugin, read by the simulator), and, for MPS, whether the daemon could run,
+    which it does only where GFD (the simulator's reading) labels nvidia.com/mps.capable=true (the daemon's node
+    selector)."""
     config = plugin_config.build_config(params)
     try:
-        ours = allocatable.expected_from_fact(config, facts, "n")
+        ours = allocatable.expected_from_fact(config, facts, "n", health)
+    except allocatable.NoMpsDaemon:
+        ours = ("no MPS daemon",)
     except allocatable.PluginExit as exc:
         ours = ("exit", exc.reason)
+    env = dict((e["name"], e["value"]) for e in health_rules.env(health))
     try:
-        theirs = advertised_resources(prof, parse_config(plugin_config.config_yaml(config)))
+        sim_config = parse_config(plugin_config.config_yaml(config), env)
+        counts = advertised_resources(prof, sim_config)
+        bad = unhealthy_devices(prof, sim_config)
+        theirs = dict((k, v - bad.get(k, 0)) for k, v in counts.items())
+        if counts and sim_config.sharing is not None and sim_config.sharing.strategy == "mps":
+            try:
+                daemon_runs = sim_gfd.labels(prof, sim_config).get("nvidia.com/mps.capable") == "true"
+            except sim_gfd.GFDFailure:
+                daemon_runs = False
+            if not daemon_runs:
+                theirs = ("no MPS daemon",)
     except PluginError as exc:
         theirs = ("exit", str(exc))
     if ours == {} and facts["nvml"]["status"] != "ok" and theirs[0] == "exit":
@@ -178,3 +199,114 @@ def test_random_layouts(worker, layout, mig, sharing, replicas, rename):
     assert facts["nvml"]["status"] == "ok", facts["nvml"]  # a profile the fake refuses would prove nothing
     ours, theirs = both(facts, prof, params)
     assert ours == theirs
+
+
+# --------------------------------------------------------------------------- MPS where no control daemon can run
+
+MPS = {"sharing": {"strategy": "mps", "replicas": 4}}
+NO_DAEMON = {
+    # MIG on under migStrategy none: the plugin takes the whole GPUs, but GFD refuses MPS there, so nvidia.com/mps.capable
+    # is never true and the daemon (which selects on it) never runs: the plugin waits and advertises nothing
+    "mig-on-under-none": profile(gpu(0, ["1g.10gb"] * 2), gpu(1, model=V100)),
+    "mig-on-and-empty-under-none": profile(gpu(0, [])),
+    # GFD exits on the CUDA driver version: no label at all, so no daemon either
+    "cuda-driver-version-not-supported": profile(gpu(0, model=V100),
+                                                 errors={"nvmlSystemGetCudaDriverVersion": "NOT_SUPPORTED"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NO_DAEMON))
+def test_the_preview_agrees_with_the_plugin_where_no_mps_daemon_can_run(worker, name):
+    prof = NO_DAEMON[name]
+    facts = worker.facts_of(prof)
+    ours, theirs = both(facts, prof, MPS)
+    assert ours == theirs == ("no MPS daemon",)
+    with pytest.raises(allocatable.NoMpsDaemon) as caught:
+        allocatable.expected_from_facts(dict(MPS, facts={"gpu-7": facts}), {"gpu-7": facts})
+    assert "node gpu-7" in caught.value.message and "nvidia.com/mps.capable=true" in caught.value.message
+    # the same node under time-slicing advertises its replicas: the refusal is MPS's
+    ours, theirs = both(facts, prof, {"sharing": {"strategy": "time-slicing", "replicas": 4}})
+    assert ours == theirs and isinstance(ours, dict) and ours
+
+
+# --------------------------------------------------------------------------- XID health
+
+
+def xids(*events):
+    return [dict(e) if isinstance(e, dict) else {"xid": e} for e in events]
+
+
+def with_xids(device, *events, **extra):
+    device = dict(device, xid_events=xids(*events))
+    device.update(extra)
+    return device
+
+
+XID_CASES = {
+    "xid-79-on-one-of-two": profile(gpu(0, model=V100), with_xids(gpu(1, model=V100), 79)),
+    "xid-13-ignored": profile(with_xids(gpu(0, model=V100), 13), gpu(1, model=V100)),
+    "xid-43-and-48": profile(with_xids(gpu(0, model=V100), 43), with_xids(gpu(1, model=V100), 48)),
+    "two-xids-one-gpu": profile(with_xids(gpu(0, model=V100), 79, 48)),
+    # a whole-GPU XID on a GPU in MIG mode: one MIG device per resource of that GPU
+    "xid-79-on-a-mig-gpu": profile(with_xids(gpu(0, ["1g.10gb", "1g.10gb", "2g.20gb"]), 79), gpu(1, ["3g.40gb"])),
+    # an XID for one MIG instance (GPU instance 2, compute instance 0): that device only
+    "xid-on-one-mig-instance": profile(with_xids(gpu(0, ["1g.10gb", "2g.20gb"]),
+                                                 {"xid": 94, "gpu_instance_id": 2, "compute_instance_id": 0})),
+    # a GPU that does not support XID events is never marked (registered for no XID)
+    "xid-79-not-watched": profile(with_xids(gpu(0, model=V100), 79, event_types=["pstate"])),
+    # a registration NVML refuses marks every device of the GPU at once
+    "registration-fails": profile(gpu(0, model=V100, errors={"nvmlDeviceRegisterEvents": "UNKNOWN"}),
+                                  gpu(1, model=V100)),
+    "registration-not-supported": profile(gpu(0, model=V100, errors={"nvmlDeviceRegisterEvents": "NOT_SUPPORTED"}),
+                                          with_xids(gpu(1, model=V100), 79)),
+}
+HEALTH = [None, {"enabled": False}, {"ignore_xids": [79]}, {"check_xids": [13, 43]}]
+
+
+@pytest.mark.parametrize("name", sorted(XID_CASES))
+def test_xid_health_under_every_option_and_health_setting(worker, name):
+    prof = XID_CASES[name]
+    facts = worker.facts_of(prof)
+    assert facts["nvml"]["status"] == "ok", facts["nvml"]
+    outcomes = set()
+    for params in OPTIONS:
+        for health in HEALTH:
+            ours, theirs = both(facts, prof, params, health)
+            assert ours == theirs, "%s %s" % (json.dumps(params), health)
+            outcomes.add(json.dumps(ours, sort_keys=True))
+    assert len(outcomes) > 1
+
+
+def test_a_gpu_with_xid_79_gives_allocatable_0_for_that_gpu(worker):
+    """The shipped profile failure-xid-79: two T4s, the second raises XID 79, the first XID 13 (ignored)."""
+    path = os.path.join(ROOT, "sandbox", "profiles", "failure-xid-79.json")
+    with open(path) as handle:
+        prof = json.load(handle)
+    facts = worker.facts(path)
+    assert [d["xid_events"] for d in facts["devices"]] == [
+        [{"xid": 13, "gpu_instance_id": None, "compute_instance_id": None}],
+        [{"xid": 79, "gpu_instance_id": None, "compute_instance_id": None}]]
+    expected = {
+        None: {"nvidia.com/gpu": 1},  # capacity 2: the second GPU is unhealthy
+        json.dumps({"enabled": False}): {"nvidia.com/gpu": 2},
+        json.dumps({"ignore_xids": [79]}): {"nvidia.com/gpu": 2},
+        json.dumps({"check_xids": [13]}): {"nvidia.com/gpu": 0},
+    }
+    for health, want in expected.items():
+        health = json.loads(health) if health else None
+        assert both(facts, prof, {}, health) == (want, want), health
+    # time-slicing: v0.20.0 keeps one device per GPU UUID, so one replica of the GPU goes, not four (#1929)
+    assert both(facts, prof, {"sharing": {"strategy": "time-slicing", "replicas": 4}}) == (
+        {"nvidia.com/gpu": 7}, {"nvidia.com/gpu": 7})
+
+
+def test_the_plugin_gets_the_health_check_environment_the_prediction_assumes():
+    """What device_plugin_deploy writes into the plugin container is what the simulator reads the health rules from."""
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import manifests
+    for health in HEALTH:
+        objects = manifests.render({"health_checks": health})
+        plugin = [o for o in objects if o["kind"] == "DaemonSet"][0]["spec"]["template"]["spec"]["containers"][0]
+        env = dict((e["name"], e["value"]) for e in plugin["env"] if "value" in e)
+        assert parse_config(None, env).health == parse_config(
+            None, dict((e["name"], e["value"]) for e in health_rules.env(health))).health
+        assert bool(set(env) & {"DP_DISABLE_HEALTHCHECKS", "DP_ENABLE_HEALTHCHECKS"}) == bool(health)

@@ -17,6 +17,8 @@ import testinfra
 import yaml
 from setup_steps import missing_setup
 
+from sandbox.images import fake_pci
+
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES_DIR = ROOT / 'sandbox' / 'profiles'
 with open(ROOT / 'sandbox' / 'fleet.yml', encoding='utf-8') as _fleet:
@@ -49,7 +51,7 @@ import os
 bus = {}
 for path in sorted(glob.glob('/sys/bus/pci/devices/*')):
     attrs = {}
-    for name in ('vendor', 'device', 'class', 'subsystem_vendor', 'subsystem_device'):
+    for name in ('vendor', 'device', 'class', 'subsystem_vendor', 'subsystem_device', 'numa_node', 'resource'):
         with open(os.path.join(path, name), encoding='ascii') as handle:
             attrs[name] = handle.read().strip()
     link = os.path.join(path, 'driver')
@@ -79,12 +81,20 @@ def _expected_pci(devices, driver):
     for gpu in devices:
         ident, subsys = int(gpu['pci_device_id'], 16), int(gpu['pci_subsystem_id'], 16)
         geforce = gpu.get('brand') == 'geforce' or 'GeForce' in gpu['name']
+        # go-nvlib's nvpci (GPU feature discovery's gpu.mode, nvidia-ctk) needs numa_node and resource: the profile's
+        # NUMA node (0 by default, as the fake NVML answers), and the kernel's 13 resource lines, BAR0 and BAR1 set
+        resource = fake_pci.device_files(gpu)['resource'].strip()
+        lines = [line.split(' ') for line in resource.splitlines()]
+        assert len(lines) == 13 and all(len(line) == 3 for line in lines)
+        assert int(lines[0][1], 16) > int(lines[0][0], 16) > 0 and int(lines[1][1], 16) > int(lines[1][0], 16) > 0
         expected[_sysfs_name(gpu['pci_bus_id'])] = {
             'vendor': '0x10de',
             'device': '0x%04x' % (ident >> 16),
             'class': GEFORCE_CLASS if geforce else DATACENTER_CLASS,
             'subsystem_vendor': '0x%04x' % (subsys & 0xFFFF),
             'subsystem_device': '0x%04x' % (subsys >> 16),
+            'numa_node': str(gpu.get('numa_node', 0)),
+            'resource': resource,
             'driver': driver,
             'driver_is_dir': driver is not None,
         }
@@ -193,7 +203,8 @@ print(json.dumps(caps))
 
 @pytest.mark.parametrize('node', _nodes('gpu'), indirect=True)
 def test_gpu_node_has_the_mig_capability_files_of_its_profile(node, request):
-    """fake-nvml-caps.service wrote the driver's mig-minors table beside the profile and the /dev/nvidia-caps nodes
+    """fake-nvml-caps.service wrote the driver's mig-minors table where a real node has it,
+    /proc/driver/nvidia-caps/mig-minors (on a tmpfs over /proc/driver), and the /dev/nvidia-caps nodes
     of the profile's MIG devices, as sandbox/fakenvml/mig_minors.py renders them."""
     name = request.node.callspec.params['node']['profile']
     with open(PROFILES_DIR / ('%s.json' % name), encoding='utf-8') as handle:

@@ -10,6 +10,7 @@ computation from what the fake answers, not the profile's string read back.
 The binary is ``$NVLIBPROBE`` (``make test`` passes it), else the cached one ``make nvlibprobe`` builds.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -46,10 +47,12 @@ TOPOLOGY_NODE, TOPOLOGY_SYSTEM = 40, 50
 
 
 def probe_versions():
-    """go-nvlib-v0.13.0_go-nvml-v0.13.4-1: the cache key rules.mk derives from go.mod."""
+    """go-nvlib-v0.13.0_go-nvml-v0.13.4-1_<hash>: the cache key rules.mk derives from go.mod, and the first 12 hex
+    digits of the SHA-256 of main.go, go.mod and go.sum (a binary per source: worktrees share the cache)."""
     text = (PROBE_DIR / 'go.mod').read_text(encoding='utf-8')
     pins = re.findall(r'^\s*github\.com/NVIDIA/(go-nvlib|go-nvml) (v\S+)', text, re.M)
-    return '_'.join('%s-%s' % pin for pin in pins)
+    digest = hashlib.sha256(b''.join((PROBE_DIR / name).read_bytes() for name in ('main.go', 'go.mod', 'go.sum')))
+    return '_'.join(['%s-%s' % pin for pin in pins] + [digest.hexdigest()[:12]])
 
 
 def probe_binary():
@@ -188,6 +191,10 @@ def expected_report(profile):
             registered.append(sum(bit for name, bit in named.items() if name in gpu['event_types']))
         else:
             registered.append(XID | (0 if gpu['brand'] in NO_ECC_BRANDS else SBE | DBE))
+    # the one 0 ms wait gets an XID that a registered GPU raises at once (after_ms 0), else times out
+    due = any(isinstance(bits, int) and bits & XID and any(not event.get('after_ms') for event in gpu.get('xid_events', []))
+              for bits, gpu in zip(registered, devices))
+    wait = 'SUCCESS' if due else 'TIMEOUT'
     ancestors = [TOPOLOGY_NODE if devices[a].get('numa_node', 0) == devices[b].get('numa_node', 0) else TOPOLOGY_SYSTEM
                  for a in reachable for b in reachable if a != b]
     remotes = [[link.upper() for link in devices[i].get('nvlinks', [])] for i in reachable]
@@ -201,7 +208,7 @@ def expected_report(profile):
         'count': len(devices),
         'walk': walk,
         'devices': [expected_device(i, gpu, top) for i, gpu in enumerate(devices)],
-        'events': {'registered': registered, 'wait': 'TIMEOUT', 'free': 'SUCCESS'},
+        'events': {'registered': registered, 'wait': wait, 'free': 'SUCCESS'},
         'topology': {'common_ancestors': ancestors, 'nvlink_remotes': remotes},
     }
 
@@ -336,8 +343,14 @@ def test_every_symbol_go_nvlib_binds_is_exported_and_in_the_readme(probe, tmp_pa
     assert bound <= readme_functions() | {'nvmlErrorString'}, sorted(bound - readme_functions())
 
 
-def test_probe_cache_key_follows_the_pins():
-    assert probe_versions() == 'go-nvlib-v0.13.0_go-nvml-v0.13.4-1'
+def test_probe_cache_key_follows_the_pins_and_the_source():
+    """The key rules.mk builds the binary under: the pins, then the sources' hash, as make computes it."""
+    key = probe_versions()
+    assert re.fullmatch(r'go-nvlib-v0\.13\.0_go-nvml-v0\.13\.4-1_[0-9a-f]{12}', key), key
+    make = subprocess.run(['make', '-s', '--no-print-directory', '-pn', 'nvlibprobe'], cwd=str(ROOT), capture_output=True,
+                          text=True, timeout=120, check=False)
+    dirs = re.findall(r'^NVLIBPROBE_DIR := .*/nvlibprobe/(\S+)$', make.stdout, re.M)
+    assert dirs == [key], make.stderr or dirs  # make -p prints the expanded value
 
 
 # --------------------------------------------------------------------------- nvidia-ctk's CDI generator
@@ -497,3 +510,52 @@ def test_gpu_facts_names_and_fails_as_go_nvlib_does(probe, fake_nvml_dir, name):
                 for m in ours['mig']['devices']] == \
             [(m['uuid'], m['profile'], m['profile_ids']['gpu_instance'], m['profile_ids']['compute_instance'])
              for m in theirs['mig_devices']]
+
+
+# --------------------------------------------------------------------------- the fake PCI bus as GFD reads it
+
+def fake_pci_modules():
+    sys.path.insert(0, str(ROOT / 'tests'))
+    import fake_pci_bus  # noqa: E402  pylint: disable=import-outside-toplevel
+    from sandbox.images import fake_pci  # pylint: disable=import-outside-toplevel
+    return fake_pci_bus, fake_pci
+
+
+@pytest.mark.parametrize('name', NVML_PROFILE_PARAMS)
+def test_go_nvlib_reads_the_fake_pci_bus_as_gfd_does(probe, name, tmp_path):
+    """GPU feature discovery labels gpu.mode from each GPU's PCI class, read by go-nvlib's nvpci
+    (internal/resource/nvml-device.go GetPCIClass), which fails without numa_node and resource: GFD then labels
+    gpu.mode=unknown. The fake PCI bus the node containers and the MIG tests use has both, so go-nvlib finds every
+    GPU NVML answers for, with the class and NUMA node of the profile."""
+    fake_pci_bus, fake_pci = fake_pci_modules()
+    profile = load(name)
+    folder = fake_pci_bus.write(profile, str(tmp_path / 'devices'))
+    proc = probe(PROFILES_DIR / ('%s.json' % name), extra_env={'NVLIBPROBE_PCI_DEVICES': folder})
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    if report['init'] != 'SUCCESS':
+        return  # no NVML: GFD labels nothing (and the probe reads no bus id)
+    want = []
+    for gpu in profile['devices']:
+        if injected('nvmlDeviceGetHandleByIndex_v2', gpu.get('errors'), profile.get('errors')):
+            want.append({'error': 'GPU_IS_LOST'})  # a lost GPU has no bus id to read
+            continue
+        want.append({'address': fake_pci.sysfs_bdf(gpu['pci_bus_id']), 'class': '0x%06x' % fake_pci.pci_class(gpu),
+                     'numa_node': gpu.get('numa_node', 0), 'bars': 3, 'driver': ''})
+    assert report['pci'] == want
+
+
+def test_without_numa_node_or_resource_go_nvlib_fails_as_gfd_would(probe, tmp_path):
+    """What the fake PCI bus lacked before: go-nvlib refuses the device, and GFD's gpu.mode is unknown."""
+    fake_pci_bus, _fake_pci = fake_pci_modules()
+    folder = fake_pci_bus.write(load('t4'), str(tmp_path / 'devices'))
+    for name in ('numa_node', 'resource'):
+        for device in os.listdir(folder):
+            path = os.path.join(folder, device, name)
+            os.rename(path, path + '.gone')
+        proc = probe(PROFILES_DIR / 't4.json', extra_env={'NVLIBPROBE_PCI_DEVICES': folder})
+        error = json.loads(proc.stdout)['pci'][0].get('error', '')
+        assert ('numa_node' if name == 'numa_node' else 'resource file') in error, error
+        for device in os.listdir(folder):
+            path = os.path.join(folder, device, name)
+            os.rename(path + '.gone', path)

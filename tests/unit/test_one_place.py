@@ -174,6 +174,14 @@ def test_the_sharing_sub_options_of_the_role_are_the_modules():
     assert role["device_plugin_sharing"]["options"]["strategy"]["choices"] == list(nv.SHARING_STRATEGIES)
 
 
+def test_the_health_check_sub_options_of_the_role_are_the_modules():
+    role = load(ROOT / "roles" / "device_plugin" / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+    module = module_options("device_plugin_deploy")["health_checks"]["suboptions"]
+    assert sorted(role["device_plugin_health_checks"]["options"]) == sorted(module) == sorted(nv_args.health_checks_spec())
+    for name, spec in nv_args.health_checks_spec().items():
+        assert role["device_plugin_health_checks"]["options"][name]["default"] == module[name]["default"] == spec["default"]
+
+
 def test_the_python_packages_the_roles_ask_for_are_pinned_in_requirements():
     pinned = set(re.match(r"[A-Za-z0-9._-]+", line).group(0).lower()
                  for line in (ROOT / "requirements.txt").read_text().splitlines() if line.strip() and not line.startswith("#"))

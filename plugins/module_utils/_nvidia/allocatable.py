@@ -29,8 +29,15 @@ The path, as NVIDIA/k8s-device-plugin v0.20.0 walks it (each step read in its so
 6. Sharing: every device of each shared resource is replicated (the plugin ignores per-resource ``devices`` and
    ``rename``), renamed to ``<name>.shared`` with ``renameByDefault`` (api/config/v1/replicas.go); MPS is refused
    on MIG devices (internal/plugin/mps.go). A resource with no devices is not advertised.
+7. MPS: the plugin starts serving only once NVIDIA's MPS control daemon answers (internal/plugin/server.go Start,
+   waitForDaemon); the daemon runs where ``nvidia.com/mps.capable=true`` (the Helm chart's node selector, ours too),
+   which GPU feature discovery writes only where it labels the node at all (:func:`.gfd.exit_reason`: not with a GPU
+   in MIG mode, a lost GPU, ...), so elsewhere the plugin waits and advertises nothing.
+8. Health (internal/rm/health.go, :mod:`.health`): devices the plugin marks unhealthy on the fact's XID events stay in
+   capacity and leave allocatable, which is what is counted here.
 
-Where the plugin would exit, :func:`expected_from_fact` raises :class:`PluginExit` with the plugin's own reason.
+Where the plugin would exit, :func:`expected_from_fact` raises :class:`PluginExit` with the plugin's own reason; where
+it would wait for an MPS control daemon that cannot run, :class:`NoMpsDaemon` with GFD's.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -39,9 +46,10 @@ __metaclass__ = type
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError, OptionError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import naming
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import gfd, naming
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import health as health_rules
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    MIG_RESOURCE_PREFIX, RESOURCE_GPU, RESOURCE_PREFIX, SHARED_SUFFIX,
+    LABEL_MPS_CAPABLE, MIG_RESOURCE_PREFIX, RESOURCE_GPU, RESOURCE_PREFIX, SHARED_SUFFIX,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.plugin_config import build_config, expected_counts
 
@@ -61,13 +69,32 @@ _HINTS = (
 class PluginExit(KubegpuError):
     """NVIDIA's device plugin would exit on ``node`` (and advertise nothing there) for ``reason``, its own words."""
 
-    def __init__(self, node, reason):
+    def __init__(self, node, reason, message=None):
         self.node = node
         self.reason = reason
         hint = next((text for word, text in _HINTS if word in reason), "")
-        super(PluginExit, self).__init__(
-            "node %s: NVIDIA's device plugin would exit there: %s%s" % (node, reason, "; " + hint if hint else ""),
-            nodes={node: reason})
+        default = "node %s: NVIDIA's device plugin would exit there: %s%s" % (node, reason, "; " + hint if hint else "")
+        super(PluginExit, self).__init__(message or default, nodes={node: reason})
+
+
+class NoMpsDaemon(PluginExit):
+    """NVIDIA's device plugin would wait on ``node`` for an MPS control daemon that cannot run there, and so advertise
+    nothing: the daemon runs only on nodes labelled ``nvidia.com/mps.capable=true``, and GPU feature discovery (like
+    gpu_node_labels, which follows it) does not label this node so, for ``reason`` (GFD's own)."""
+
+    def __init__(self, node, reason):
+        super(NoMpsDaemon, self).__init__(
+            node, reason,
+            "node %s: NVIDIA's device plugin would advertise nothing there: it shares the GPUs with MPS and waits for "
+            "NVIDIA's MPS control daemon, which runs only on nodes labelled %s=true, and GPU feature discovery labels "
+            "nothing on this node (%s); %s" % (node, LABEL_MPS_CAPABLE, reason, _mps_hint(reason)))
+
+
+def _mps_hint(reason):
+    if "mig devices" in reason:
+        return ("turn MIG off on its GPUs (mig_config all-disabled), or give the node a config without MPS "
+                "(time-slicing, or mig_strategy single or mixed for its MIG devices)")
+    return "mend what GFD reports (gpu_facts shows the NVML answers), or give the node a config without MPS"
 
 
 class _Exit(Exception):
@@ -176,11 +203,12 @@ def _mig_device_resource(device, mig, gpu_index, slot, mig_strategy, resources):
 
 
 def _device_map(devices, mig_strategy):
-    """``{resource: device count}`` before sharing, as rm.NewDeviceMap builds it; raises :class:`_Exit`."""
+    """``{resource: [(GPU index, MIG device or None), ...]}`` before sharing, as rm.NewDeviceMap builds it; raises
+    :class:`_Exit`."""
     counts = {}
 
-    def add(name):
-        counts[name] = counts.get(name, 0) + 1
+    def add(name, index, mig=None):
+        counts.setdefault(name, []).append((index, mig))
 
     _visit_devices(devices)
     resources = _mig_resources(devices) if mig_strategy == "mixed" else {}
@@ -190,7 +218,7 @@ def _device_map(devices, mig_strategy):
         if _mig_mode(device, index)[1] and mig_strategy != "none":
             continue
         _build_device(device, index)
-        add(RESOURCE_GPU)
+        add(RESOURCE_GPU, index)
         full += 1
     if mig_strategy == "none":
         return counts
@@ -204,7 +232,7 @@ def _device_map(devices, mig_strategy):
         if failed:
             raise _Exit("error visiting MIG devices of device %d: %s" % (index, failed[1]))
         for slot, mig in enumerate(_migs(device)):
-            add(_mig_device_resource(device, mig, index, slot, mig_strategy, resources))
+            add(_mig_device_resource(device, mig, index, slot, mig_strategy, resources), index, mig)
             migs += 1
 
     if mig_strategy == "single":
@@ -224,10 +252,12 @@ def _device_map(devices, mig_strategy):
     return counts
 
 
-def expected_from_fact(config, gpu, node="node"):
+def expected_from_fact(config, gpu, node="node", health=None):
     """What a node with the ``gpu`` fact advertises under ``config`` (:func:`build_config`'s result), as
-    ``{resource: count}``; ``{}`` for a node without GPUs NVML answers for. Raises :class:`PluginExit` naming the
-    node and the plugin's reason where the plugin would exit (and so advertise nothing)."""
+    ``{resource: allocatable count}``; ``{}`` for a node without GPUs NVML answers for. ``health`` is the
+    ``health_checks`` option (:mod:`.health`): devices the plugin marks unhealthy are left out. Raises
+    :class:`PluginExit` naming the node and the plugin's reason where the plugin would exit, and :class:`NoMpsDaemon`
+    where it would wait for an MPS control daemon that cannot run there (either way it advertises nothing)."""
     gpu = gpu or {}
     if not gpu.get("present") or not gpu.get("count"):
         return {}
@@ -235,7 +265,7 @@ def expected_from_fact(config, gpu, node="node"):
     mig_strategy = flags.get("migStrategy") or "none"
     devices = [d for d in gpu.get("devices") or [] if isinstance(d, dict)]
     try:
-        counts = _device_map(devices, mig_strategy)
+        members = _device_map(devices, mig_strategy)
         has_mig_devices = mig_strategy != "none" and any(
             _migs(d) for d in devices if _mig_mode(d, d.get("index", 0))[1])
         for strategy, section in (config.get("sharing") or {}).items():
@@ -243,15 +273,23 @@ def expected_from_fact(config, gpu, node="node"):
                 raise _Exit("sharing using MPS is not supported for MIG devices")
             shared = {}
             for res in section.get("resources") or []:
-                have = counts.pop(res["name"], 0)
+                have = members.pop(res["name"], [])
                 if not have:
                     continue
                 target = res["name"] + SHARED_SUFFIX if section.get("renameByDefault") else res["name"]
-                shared[target] = shared.get(target, 0) + have * res["replicas"]
-            counts.update(shared)
+                shared.setdefault(target, []).extend(have * res["replicas"])
+            members.update(shared)
     except _Exit as exc:
         raise PluginExit(node, str(exc))
-    return dict(sorted((k, v) for k, v in counts.items() if v > 0))
+    members = dict((k, v) for k, v in members.items() if v)
+    if members and gfd.sharing(config)[0] == "mps":
+        # the plugin starts only once NVIDIA's MPS control daemon answers, and that daemon runs only where
+        # nvidia.com/mps.capable=true, which GFD (or gpu_node_labels by its rules) writes only where GFD labels
+        why = gfd.exit_reason(gpu, config)
+        if why:
+            raise NoMpsDaemon(node, why)
+    bad = health_rules.unhealthy(gpu, members, health_rules.settings(health))
+    return dict(sorted((k, len(v) - bad.get(k, 0)) for k, v in members.items()))
 
 
 def expected_from_facts(params, facts, config=None, configs=None):
@@ -264,7 +302,7 @@ def expected_from_facts(params, facts, config=None, configs=None):
     exits = []
     for node, gpu in sorted((facts or {}).items()):
         try:
-            counts = expected_from_fact(configs.get(node, config), gpu, node)
+            counts = expected_from_fact(configs.get(node, config), gpu, node, params.get("health_checks"))
         except PluginExit as exc:
             exits.append(exc)
             continue

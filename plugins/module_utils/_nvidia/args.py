@@ -15,6 +15,7 @@ __metaclass__ = type
 import copy
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.health import HEALTH_CHECKS_SPEC
 
 # Paired with plugins/doc_fragments/nvidia_plugin_config.py: change both together.
 SHARING_SPEC = dict(
@@ -36,3 +37,8 @@ PLUGIN_CONFIG_ARG_SPEC = dict(
 def plugin_config_spec():
     """A copy of the plugin config options, for a module's argument spec."""
     return copy.deepcopy(PLUGIN_CONFIG_ARG_SPEC)
+
+
+def health_checks_spec():
+    """A copy of the ``health_checks`` suboptions (documented in device_plugin_deploy and gpu_expected_resources)."""
+    return copy.deepcopy(HEALTH_CHECKS_SPEC)

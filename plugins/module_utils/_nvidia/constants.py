@@ -91,6 +91,14 @@ DEFAULT_DEVICE_LIST_STRATEGY = ["envvar"]
 DEFAULT_DEVICE_ID_STRATEGY = "uuid"
 DEFAULT_DRIVER_ROOT = "/"
 
+# --- The plugin's XID health checks (internal/rm/health.go): the XIDs it ignores whatever the environment says
+# (application errors: 13 graphics engine exception, 31 GPU memory page fault, 43 GPU stopped processing, 45 preemptive
+# cleanup, 68 video processor exception, 109 context switch timeout), and the two variables that change the list:
+# DP_DISABLE_HEALTHCHECKS ("all", or more XIDs to ignore) and DP_ENABLE_HEALTHCHECKS (XIDs to check even so).
+HEALTH_IGNORED_XIDS = (13, 31, 43, 45, 68, 109)
+HEALTH_ENV_DISABLE = "DP_DISABLE_HEALTHCHECKS"
+HEALTH_ENV_ENABLE = "DP_ENABLE_HEALTHCHECKS"
+
 # --- The proof workload: the CUDA vectorAdd sample, which prints "Test PASSED"
 PROOF_NAMESPACE = "gpu-validation"
 PROOF_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"

@@ -15,16 +15,17 @@ Rules, each from NVIDIA/k8s-device-plugin (files under ``internal/``):
   ``X.Y``), writes ``cuda.driver-version.*`` and ``cuda.runtime-version.*`` (the CUDA version of the driver) and the
   deprecated ``cuda.driver.*`` / ``cuda.runtime.*``. ``mig.capable`` is true when any GPU is MIG capable.
   newSharingLabeler: ``mps.capable`` is ``false`` unless the sharing strategy is MPS; with MPS it is ``true``, and GFD
-  fails when a GPU has MIG enabled (isMPSCapable). newGPUModeLabeler: the PCI class of the first GPU (``0x030000``
-  graphics, ``0x030200`` compute, anything else unknown), read from sysfs.
+  fails when a GPU has MIG enabled (isMPSCapable). newGPUModeLabeler: the PCI class of the GPUs (``0x030000``
+  graphics, ``0x030200`` compute, anything else, or GPUs of different classes, unknown), read from sysfs.
 * ``lm/mig-strategy.go`` newGPULabelers: whole-GPU labels per model, counted over every GPU of that model; GPUs with
   MIG enabled are labelled without sharing (``replicas`` 0, no ``-SHARED``), GPUs without MIG with the config, and the
   latter are merged last. With two models on a node every model writes the same ``nvidia.com/gpu.*`` keys and Go's
-  random map order picks the winner; this module is deterministic: the model of the first GPU (NVML index order)
-  among those without MIG (or, when every GPU has MIG enabled, among all), with the count of that model.
+  random map order picks the winner, so GFD's choice is random and this module does not claim to match it: it is
+  deterministic instead, the model of the first GPU (NVML index order) among those without MIG (or, when every GPU
+  has MIG enabled, among all), with the count of that model.
   ``mig.strategy`` is written unless the strategy is ``none``. ``single``: nothing more without MIG-enabled GPUs; a
   MIG-enabled GPU without MIG devices, a mix of MIG-enabled and other GPUs, or more than one MIG profile give
-  ``<model>-MIG-INVALID`` with count, replicas and memory 0; else ``nvidia.com/gpu.*`` describes the MIG devices.
+  ``<model>-MIG-INVALID`` with count, replicas and memory 0 and an empty ``sharing-strategy``; else ``nvidia.com/gpu.*`` describes the MIG devices.
   ``mixed``: ``nvidia.com/mig-<profile>.*`` per profile (MIG-enabled GPUs without MIG devices are ignored).
 * ``lm/resource.go``: per resource ``product`` (parts sanitised and joined with ``-``; ``-SHARED`` appended when the
   resource has more than one replica and is not renamed), ``count``, ``replicas`` (0 without sharing config, the
@@ -36,6 +37,10 @@ Rules, each from NVIDIA/k8s-device-plugin (files under ``internal/``):
 * The sharing strategy and replicated resources follow the plugin config (``api/config/v1/sharing.go``): MPS when an
   MPS resource has more than one replica, else time-slicing when a time-slicing one does, else none;
   ``renameByDefault`` renames every shared resource.
+
+* GFD exits, and labels nothing, where a step of that path fails (:func:`exit_reason`): a lost GPU, a driver or CUDA
+  driver version NVML does not give, a compute capability NVML does not give, a MIG mode other than "not supported"
+  it cannot read, MPS on a GPU in MIG mode, a MIG device it cannot name. :func:`labels` is then ``{}``.
 
 What the fact cannot tell is left to GFD: ``gpu.machine`` (DMI), ``gfd.timestamp``, vGPU, IMEX and fabric labels,
 ``gpu.mode`` when the fact's PCI scan does not hold the GPU, and MIG engine counts when the fact lacks the device's
@@ -247,6 +252,9 @@ def _whole_gpu_labels(devices, config, node_strategy, replicated):
     with_config = config if shared else None
     count = sum(1 for d in devices if d["name"] == device["name"])
     labels = _resource_labels(RESOURCE_GPU, with_config, node_strategy, replicated, count, [device["name"]])
+    # memory and compute capability come from the GPU GFD builds the model's labeler from: the model's last one
+    device = [d for d in _last_of_each_model(devices)
+              if d["name"] == device["name"] and mig_enabled(d) == mig_enabled(device)][0]
     memory = device.get("memory_total_mib")
     if isinstance(memory, int) and not isinstance(memory, bool) and memory > 0:
         labels[RESOURCE_GPU + ".memory"] = str(memory)
@@ -266,8 +274,10 @@ def _mig_resource_labels(name, config, node_strategy, replicated, parent, mig, c
 
 
 def _invalid_single(device):
-    """lm/mig-strategy.go newInvalidMigStrategyLabeler."""
-    labels = {RESOURCE_GPU + ".count": "0", RESOURCE_GPU + ".replicas": "0", RESOURCE_GPU + ".memory": "0"}
+    """lm/mig-strategy.go newInvalidMigStrategyLabeler: count, replicas and memory 0, and an empty sharing strategy
+    (merged after the whole-GPU labels, so it replaces their ``none`` or ``time-slicing``)."""
+    labels = {RESOURCE_GPU + ".count": "0", RESOURCE_GPU + ".replicas": "0", RESOURCE_GPU + ".memory": "0",
+              RESOURCE_GPU + ".sharing-strategy": ""}
     value = valid_value("-".join([gfd_sanitise(device["name"]), "MIG", "INVALID"]))
     if value:
         labels[RESOURCE_GPU + ".product"] = value
@@ -329,7 +339,8 @@ def version_labels(facts):
 
 
 def gpu_mode(facts, devices):
-    """``gpu.mode`` from the PCI class of the first GPU, or None when the fact's PCI scan does not hold every GPU."""
+    """``gpu.mode`` from the PCI classes of the GPUs (lm/nvml.go getModeForClasses: ``unknown`` unless they are all
+    the same), or None when the fact's PCI scan does not hold every GPU."""
     classes = dict((str(p.get("address", "")).lower(), p.get("class")) for p in facts.get("pci") or []
                    if isinstance(p, Mapping))
     found = []
@@ -338,26 +349,109 @@ def gpu_mode(facts, devices):
         if address not in classes:
             return None
         found.append(classes[address])
-    return GPU_MODES.get(found[0], "unknown") if found else None
+    if not found:
+        return None
+    return GPU_MODES.get(found[0], "unknown") if len(set(found)) == 1 else "unknown"
+
+
+def _returned(obj, *calls):
+    """The first of ``calls`` NVML did not answer for ``obj`` (a fact, a GPU or a MIG device), as ``(call, code)``."""
+    returns = (obj or {}).get("nvml_returns") or {}
+    return next(((call, returns[call]) for call in calls if call in returns), None)
+
+
+def _last_of_each_model(devices):
+    """The GPU whose labels GFD builds for each model (lm/mig-strategy.go newGPULabelers keeps a Go map from name to
+    device, each GPU of the model overwriting the one before): the last one, among the GPUs with MIG on and apart
+    among the others."""
+    kept = {}
+    for device in devices:
+        kept[(mig_enabled(device), device["name"])] = device
+    return list(kept.values())
+
+
+def exit_reason(facts, config):
+    """Why GPU feature discovery would exit on a node with this ``gpu`` fact under ``config`` (and so label nothing
+    there), in GFD's words; None where it labels. Read from GFD's path (internal/lm/nvml.go NewDeviceLabeler, in that
+    order): the GPUs (go-nvlib VisitDevices: a lost GPU, a name NVML does not give), the version labeler (the driver
+    version, ``X.Y[.Z]``, and the CUDA driver version from the first ``nvmlSystemGetCudaDriverVersion``), the MIG
+    capability, the MPS labeler (MPS with a GPU in MIG mode), and the resource labels (the compute capability of the
+    GPU labelled for each model, and under ``single`` or ``mixed`` the MIG devices' profiles and attributes). A memory
+    size NVML does not give is only a warning in GFD (lm/resource.go) and leaves ``gpu.memory`` out; a PCI class it
+    cannot read gives ``gpu.mode=unknown``."""
+    if not isinstance(facts, Mapping) or not has_gpu(facts):
+        return None
+    for index, device in enumerate(facts.get("devices") or []):
+        if not isinstance(device, Mapping):
+            continue
+        failed = _returned(device, "nvmlDeviceGetHandleByIndex")
+        lost = (device.get("errors") or {}).get("handle")
+        if failed or lost:
+            return "error getting devices: error getting device handle for index '%d': %s" % (
+                device.get("index", index), failed[1] if failed else lost)
+        failed = _returned(device, "nvmlDeviceGetName")
+        if failed:
+            return "error getting devices: error getting device name: %s" % failed[1]
+    failed = _returned(facts, "nvmlSystemGetDriverVersion")
+    version = facts.get("driver_version")
+    if failed or (version is not None and split_driver_version(version) is None):
+        return ("failed to construct version labeler: error getting driver version: %s"
+                % (failed[1] if failed else "Version %r does not match format X.Y[.Z]" % facts.get("driver_version")))
+    failed = _returned(facts, "nvmlSystemGetCudaDriverVersion")
+    if failed:
+        return "failed to construct version labeler: error getting cuda driver version: %s" % failed[1]
+    devices = named_devices(facts)
+    for device in devices:
+        failed = _returned(device, "nvmlDeviceGetMigMode")
+        if failed and failed[1] != "NOT_SUPPORTED":
+            return ("error creating mig capability labeler: error getting mig capability: error getting MIG mode: %s"
+                    % failed[1])
+    if sharing(config)[0] == "mps" and any(mig_enabled(d) for d in devices):
+        return ("error creating sharing labeler: failed to check MPS-capable: MPS sharing is not supported for mig "
+                "devices")
+    for device in _last_of_each_model(devices):
+        failed = _returned(device, "nvmlDeviceGetCudaComputeCapability")
+        if failed:
+            return ("error creating resource labeler: failed to construct GPU labeler: failed to construct labeler: "
+                    "failed to create architecture labels: failed to determine CUDA compute capability: %s" % failed[1])
+    if mig_strategy(config) != "none":
+        for device in devices:
+            if not mig_enabled(device):
+                continue
+            failed = _returned(device, "nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex")
+            if failed:
+                return ("error creating resource labeler: failed to construct MIG resource labeler: unable to "
+                        "retrieve list of MIG devices: %s" % failed[1])
+            for mig in mig_devices(device):
+                failed = _returned(mig, "nvmlDeviceGetAttributes")
+                if not mig.get("profile") or failed:
+                    return ("error creating resource labeler: failed to construct MIG resource labeler: %s"
+                            % ("unable to get MIG device name: failed to get MIG profile" if not mig.get("profile")
+                               else "faled to get MIG attribute labels: unable to get attributes of MIG device: %s"
+                               % failed[1]))
+    return None
 
 
 def labels(facts, config):
-    """GFD's labels for a node with this ``gpu`` fact under the plugin ``config``; ``{}`` for a node without GPUs.
+    """GFD's labels for a node with this ``gpu`` fact under the plugin ``config``; ``{}`` for a node without GPUs, and
+    for a node GFD would exit on (:func:`exit_reason`), where GFD labels nothing.
 
-    Raises :class:`OptionError` (option ``sharing``) where GFD itself fails: MPS sharing on a node with a GPU in MIG
-    mode.
+    Raises :class:`OptionError` (option ``sharing``) where the config is what makes GFD fail: MPS sharing on a node
+    with a GPU in MIG mode.
     """
     if not isinstance(facts, Mapping) or not has_gpu(facts):
         return {}
     config = config or {}
     devices = named_devices(facts)
     node_strategy, replicated = sharing(config)
-    out = version_labels(facts)
-    out[LABEL_MIG_CAPABLE] = "true" if any((d.get("mig") or {}).get("capable") for d in devices) else "false"
     if node_strategy == "mps" and any(mig_enabled(d) for d in devices):
         raise OptionError("sharing", "MPS sharing is not supported for MIG devices: a GPU of this node has MIG "
                           "enabled, and GPU feature discovery (and the device plugin) refuse MPS there; disable MIG "
                           "on it or choose time-slicing")
+    if exit_reason(facts, config):
+        return {}
+    out = version_labels(facts)
+    out[LABEL_MIG_CAPABLE] = "true" if any((d.get("mig") or {}).get("capable") for d in devices) else "false"
     out[LABEL_MPS_CAPABLE] = "true" if node_strategy == "mps" else "false"
     if devices:
         out.update(_whole_gpu_labels(devices, config, node_strategy, replicated))

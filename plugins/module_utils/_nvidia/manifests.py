@@ -18,6 +18,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects impor
     ANNOTATION_CONFIG_HASH, LABEL_COMPONENT, LABEL_NAME,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import owner_labels
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import health
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
     APP_NAME, CONFIG_DIR, CONFIG_KEY, CONFIGMAP_NAME, DEFAULT_CONFIG_NAME, DEFAULT_NODE_SELECTOR,
     DEFAULT_PRIORITY_CLASS, DEFAULT_TOLERATIONS, DEPLOY_LABEL_ON, DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_VERSION,
@@ -175,7 +176,7 @@ def render(params, configs=None):
         plugin = {
             "name": "nvidia-device-plugin-ctr",
             "image": image,
-            "env": [dict(_CONFIG_ENV)],
+            "env": [dict(_CONFIG_ENV)] + health.env(params.get("health_checks")),
             "securityContext": copy.deepcopy(_SECURITY_CONTEXT),
             "volumeMounts": mounts,
         }

@@ -28,6 +28,10 @@ STATUS_ERROR = "error"
 # NVML return codes that mean "this GPU or driver does not have that", not "something broke".
 _ABSENT_CODES = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND", "NVML_ERROR_NOT_FOUND")
 # The attribute fields of nvmlDeviceAttributes_t, in the struct's order (the device plugin compares the whole struct)
+# At most this many events are read from one event set: a GPU that floods XIDs still gives a bounded read.
+_MAX_EVENTS = 64
+# An event's instance id for "the whole GPU" (nvml.h: the ids are 0xFFFFFFFF when not a MIG device's)
+_WHOLE_GPU = 0xFFFFFFFF
 _ATTRIBUTE_FIELDS = (
     "multiprocessorCount", "sharedCopyEngineCount", "sharedDecoderCount", "sharedEncoderCount", "sharedJpegCount",
     "sharedOfaCount", "gpuInstanceSliceCount", "computeInstanceSliceCount", "memorySizeMB",
@@ -236,7 +240,7 @@ def _device(reader, index):
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
     except nvml.NVMLError as exc:
         return {"index": index, "healthy": False, "errors": {"handle": str(exc)},
-                "nvml_returns": {"nvmlDeviceGetHandleByIndex": reader.code(exc)}}
+                "nvml_returns": {"nvmlDeviceGetHandleByIndex": reader.code(exc)}}, None
 
     def call(field, func_name, *args):
         return reader.call(errors, field, func_name, *args, returns=returns)
@@ -278,7 +282,78 @@ def _device(reader, index):
         "healthy": not (set(errors) & set(("name", "uuid", "memory_total_mib"))),
         "errors": errors,
         "nvml_returns": returns,
-    }
+    }, handle
+
+
+def _xid_events(reader, devices, returns):
+    """Critical XID errors NVML reports now, read as NVIDIA's device plugin's health check reads them
+    (k8s-device-plugin v0.20.0 internal/rm/health.go checkHealth): one event set, every GPU registered for XID critical
+    errors and both ECC error types as far as it supports them, then the set drained without waiting. Each GPU gets
+    ``xid_events`` (``{"xid", "gpu_instance_id", "compute_instance_id"}``, the ids ``None`` for the whole GPU); a
+    failed ``nvmlDeviceGetSupportedEventTypes`` or ``nvmlDeviceRegisterEvents`` (other than NOT_SUPPORTED, "too old
+    for health checks" in the plugin) lands in that GPU's ``nvml_returns``, where the plugin marks the GPU unhealthy;
+    a failed wait or event UUID in the fact's own ``nvml_returns``, where the plugin marks every GPU unhealthy. NVML
+    reports only the events after a registration, so an XID seen here is one the GPU raises while it is watched."""
+    nvml = reader.nvml
+    if not all(hasattr(nvml, name) for name in ("nvmlEventSetCreate", "nvmlEventSetWait_v2", "nvmlEventSetFree")):
+        return
+    for device, _handle in devices:
+        device["xid_events"] = []
+    try:
+        event_set = nvml.nvmlEventSetCreate()
+    except nvml.NVMLError as exc:
+        returns["nvmlEventSetCreate"] = reader.code(exc)
+        return
+    mask = 0
+    for name in ("nvmlEventTypeXidCriticalError", "nvmlEventTypeDoubleBitEccError", "nvmlEventTypeSingleBitEccError"):
+        mask |= getattr(nvml, name, 0)
+    by_uuid = {}
+    try:
+        for device, handle in devices:
+            if handle is None:
+                continue
+            by_uuid[device.get("uuid")] = device
+            try:
+                supported = nvml.nvmlDeviceGetSupportedEventTypes(handle)
+            except nvml.NVMLError as exc:
+                device["nvml_returns"]["nvmlDeviceGetSupportedEventTypes"] = reader.code(exc)
+                continue
+            try:
+                nvml.nvmlDeviceRegisterEvents(handle, mask & supported, event_set)
+            except nvml.NVMLError as exc:
+                if getattr(exc, "value", None) != getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", None):
+                    device["nvml_returns"]["nvmlDeviceRegisterEvents"] = reader.code(exc)
+        for _event_number in range(_MAX_EVENTS):
+            try:
+                event = nvml.nvmlEventSetWait_v2(event_set, 0)
+            except nvml.NVMLError as exc:
+                if getattr(exc, "value", None) != getattr(nvml, "NVML_ERROR_TIMEOUT", None):
+                    returns["nvmlEventSetWait"] = reader.code(exc)
+                break
+            if int(event.eventType) != getattr(nvml, "nvmlEventTypeXidCriticalError", 0x8):
+                continue
+            try:
+                uuid = _text(nvml.nvmlDeviceGetUUID(event.device))
+            except nvml.NVMLError as exc:
+                returns["nvmlDeviceGetUUID(event)"] = reader.code(exc)
+                continue
+            if uuid in by_uuid:
+                by_uuid[uuid]["xid_events"].append({
+                    "xid": int(event.eventData),
+                    "gpu_instance_id": _instance_id(event.gpuInstanceId),
+                    "compute_instance_id": _instance_id(event.computeInstanceId),
+                })
+    finally:
+        try:
+            nvml.nvmlEventSetFree(event_set)
+        except nvml.NVMLError:
+            pass  # the events are read; a set that does not free changes none of them
+
+
+def _instance_id(value):
+    """An event's GPU or compute instance id; ``None`` for NVML's "the whole GPU" (0xFFFFFFFF)."""
+    value = int(value)
+    return None if value == _WHOLE_GPU else value
 
 
 def gather_gpu_facts(nvml, pci_devices_path=_host.PCI_DEVICES_PATH, proc_modules=_host.PROC_MODULES_PATH):
@@ -291,6 +366,7 @@ def gather_gpu_facts(nvml, pci_devices_path=_host.PCI_DEVICES_PATH, proc_modules
         "nvml_version": None,
         "count": 0,
         "devices": [],
+        "nvml_returns": {},
         "pci": _host.pci_gpus(PCI_VENDOR_ID, pci_devices_path),
         "kernel_modules": _host.loaded_kernel_modules(proc_modules, KERNEL_MODULES),
     }
@@ -305,15 +381,25 @@ def gather_gpu_facts(nvml, pci_devices_path=_host.PCI_DEVICES_PATH, proc_modules
     try:
         reader = _Reader(nvml)
         system_errors = {}
-        facts["driver_version"] = _text(reader.call(system_errors, "driver_version", "nvmlSystemGetDriverVersion"))
-        facts["nvml_version"] = _text(reader.call(system_errors, "nvml_version", "nvmlSystemGetNVMLVersion"))
-        cuda = reader.call(system_errors, "cuda_driver_version", "nvmlSystemGetCudaDriverVersion_v2")
-        if cuda is None:
-            cuda = reader.call(system_errors, "cuda_driver_version", "nvmlSystemGetCudaDriverVersion")
-        facts["cuda_driver_version"] = naming.cuda_version_string(cuda)
-        count = reader.call(system_errors, "count", "nvmlDeviceGetCount") or 0
+        returns = facts["nvml_returns"]
+
+        def call(field, func_name):
+            return reader.call(system_errors, field, func_name, returns=returns)
+
+        facts["driver_version"] = _text(call("driver_version", "nvmlSystemGetDriverVersion"))
+        facts["nvml_version"] = _text(call("nvml_version", "nvmlSystemGetNVMLVersion"))
+        # GPU feature discovery asks the first version (go-nvml's SystemGetCudaDriverVersion) and exits when it does
+        # not answer, so both are asked and both answers recorded; the value is the newer one's where it answers.
+        cuda = call("cuda_driver_version", "nvmlSystemGetCudaDriverVersion_v2")
+        cuda_v1 = call("cuda_driver_version", "nvmlSystemGetCudaDriverVersion")
+        facts["cuda_driver_version"] = naming.cuda_version_string(cuda if cuda is not None else cuda_v1)
+        if facts["cuda_driver_version"] is not None:
+            system_errors.pop("cuda_driver_version", None)
+        count = call("count", "nvmlDeviceGetCount") or 0
         facts["count"] = count
-        facts["devices"] = [_device(reader, index) for index in range(count)]
+        devices = [_device(reader, index) for index in range(count)]
+        _xid_events(reader, devices, returns)
+        facts["devices"] = [device for device, _handle in devices]
         if system_errors:
             facts["nvml"]["message"] = "; ".join("%s: %s" % item for item in sorted(system_errors.items()))
     finally:

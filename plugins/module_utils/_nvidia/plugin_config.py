@@ -18,6 +18,7 @@ import re
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import names
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import health
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
     CONFIG_KEY, CONFIG_NAME_MAX, DEFAULT_CONFIG_NAME, DEFAULT_DEVICE_ID_STRATEGY, DEFAULT_DEVICE_LIST_STRATEGY,
     DEFAULT_DRIVER_ROOT, DEFAULT_MIG_STRATEGY, DEVICE_ID_STRATEGIES, DEVICE_LIST_STRATEGIES, MAX_RESOURCE_NAME_LENGTH,
@@ -220,6 +221,7 @@ def validate(params):
     for name in params.get("image_pull_secrets") or []:
         if not names.is_dns_subdomain(name or ""):
             raise OptionError("image_pull_secrets", "'%s' is not a valid Secret name" % name)
+    health.settings(params.get("health_checks"))  # raises for what the plugin would not do as written
     expected = params.get("expected") or {}
     for node, resources in expected.items():
         if not isinstance(resources, dict):

@@ -19,7 +19,8 @@ Rules (files under ``internal/``):
   ``gpu.machine`` (the DMI product name, ``unknown`` where it cannot be read: here always), the driver and CUDA
   version labels (new and deprecated forms; revision ``""`` for a two-part driver version), ``mig.capable`` (any GPU),
   ``mps.capable`` (``false`` unless MPS shares the GPUs; GFD fails with MPS on a GPU in MIG mode), the resource labels
-  (lm/mig-strategy.go, lm/resource.go), ``gpu.mode`` (the first GPU's PCI class), then ``gfd.timestamp``.
+  (lm/mig-strategy.go, lm/resource.go), ``gpu.mode`` (the GPUs' PCI class, ``unknown`` when they differ), then
+  ``gfd.timestamp``.
 * Whole GPUs: one labeler per model, counting every GPU of that model; models with MIG on get no sharing (replicas
   0, strategy none), the others the config. All write ``nvidia.com/gpu.*``, so with two models the winner is Go's map
   order; the simulator takes the model of the first GPU with MIG off (or the first GPU when all have MIG on), the
@@ -34,9 +35,12 @@ Rules (files under ``internal/``):
 Where the simulator guesses (no GPU, no sysfs here): the PCI class, which the profiles do not hold, is ``0x030000``
 (VGA, ``graphics``) for GeForce GPUs and ``0x030200`` (3D controller, ``compute``) for the others; the timestamp is
 the pod's start time, written once (GFD rewrites it every ``sleepInterval``); vGPU, IMEX and fabric (``gpu.clique``)
-labels are not simulated. GFD fails (and writes nothing) where an NVML call it makes fails: init, device count, name,
-memory, compute capability, MIG mode, MIG attributes, the driver or CUDA version (the entry points go-nvml binds,
-``nvmlDeviceGetMemoryInfo`` and ``nvmlSystemGetCudaDriverVersion``, not their ``_v2``).
+labels are not simulated. GFD fails (and writes nothing) where an NVML call it makes fails: init, device count, handle,
+name, the compute capability of the GPU it labels for a model, MIG mode, a MIG device's profile (which needs its GPU's
+memory) or attributes, the driver or CUDA version (the entry points go-nvml binds, ``nvmlDeviceGetMemoryInfo`` and
+``nvmlSystemGetCudaDriverVersion``, not their ``_v2``). A whole GPU's memory that does not answer is only a warning in
+GFD: no ``gpu.memory`` label. An invalid ``single`` layout writes an empty ``gpu.sharing-strategy``
+(lm/mig-strategy.go newInvalidMigStrategyLabeler).
 """
 
 from __future__ import annotations
@@ -179,11 +183,18 @@ def _mig_attributes(name: str, mig: dict) -> dict:
 def _whole_gpus(profile, devices, strategy, replicated) -> dict:
     off = [d for d in devices if not _mig_on(d, profile)]
     chosen = off[0] if off else devices[0]
+    # one labeler per model, built from the last GPU of that model (a Go map from name to device, among the GPUs with
+    # MIG on and apart among the others): its compute capability must answer; its memory is only a warning
+    # (lm/resource.go "Ignoring error getting memory info"), and no memory label then
+    last = {}
     for device in devices:
-        _check(profile, device, "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetCudaComputeCapability")
+        last[(_mig_on(device, profile), device["name"])] = device
+    for device in last.values():
+        _check(profile, device, "nvmlDeviceGetCudaComputeCapability")
     count = len([d for d in devices if d["name"] == chosen["name"]])
     out = _Resource(GPU, strategy, replicated, no_sharing=not off).base(count, [chosen["name"]])
-    memory = int(chosen.get("memory_total_mib") or 0)
+    chosen = last[(_mig_on(chosen, profile), chosen["name"])]  # memory and compute capability: that model's labeler's
+    memory = 0 if _error(profile, chosen, "nvmlDeviceGetMemoryInfo") else int(chosen.get("memory_total_mib") or 0)
     if memory:
         out[GPU + ".memory"] = str(memory)
     major, _dot, minor = str(chosen.get("compute_capability") or "0.0").partition(".")
@@ -206,7 +217,11 @@ def _migs(profile, devices):
         if not _mig_on(device, profile):
             continue
         for mig in (device.get("mig") or {}).get("devices") or []:
-            _check(profile, mig, "nvmlDeviceGetAttributes")
+            # the name is go-nvlib's GetProfile (the GPU's memory, the instances and their profiles), then the
+            # attributes (resource/nvml-mig-device.go GetName, GetAttributes)
+            _check(profile, device, "nvmlDeviceGetMemoryInfo")
+            _check(profile, mig, "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetComputeInstanceId",
+                   "nvmlDeviceGetAttributes")
             name = _mig_name(mig)
             if name in seen:
                 seen[name][3] += 1
@@ -228,7 +243,7 @@ def _mig_strategy_labels(profile, devices, config, strategy, replicated) -> dict
         empty = any(not (d.get("mig") or {}).get("devices") for d in on)
         if empty or len(on) != len(devices) or len(migs) != 1:
             out.update({GPU + ".product": _product([on[0]["name"], "MIG", "INVALID"], False), GPU + ".count": "0",
-                        GPU + ".replicas": "0", GPU + ".memory": "0"})
+                        GPU + ".replicas": "0", GPU + ".memory": "0", GPU + ".sharing-strategy": ""})
             return out
         name, parent, mig, count = migs[0]
         out.update(_Resource(GPU, strategy, replicated).base(count, [parent["name"], "MIG", name]))
@@ -284,7 +299,9 @@ def labels(profile: dict | None, config: PluginConfig, timestamp: datetime.datet
     out[NS + "mps.capable"] = "true" if strategy == "mps" else "false"
     out.update(_whole_gpus(profile, devices, strategy, replicated))
     out.update(_mig_strategy_labels(profile, devices, config, strategy, replicated))
-    out[NS + "gpu.mode"] = {"0x030000": "graphics", "0x030200": "compute"}.get(pci_class(devices[0]), "unknown")
+    classes = {pci_class(d) for d in devices}  # lm/nvml.go getModeForClasses: one class for all, else unknown
+    out[NS + "gpu.mode"] = {"0x030000": "graphics", "0x030200": "compute"}.get(classes.pop(), "unknown") \
+        if len(classes) == 1 else "unknown"
     if timestamp is not None:
         out[NS + "gfd.timestamp"] = str(int(timestamp.timestamp()))
     return out

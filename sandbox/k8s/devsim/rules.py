@@ -43,7 +43,8 @@ Rules followed (REFERENCE.md section 1, and the plugin source):
 
 Where the simulator has to guess (no GPU, no kubelet here):
 
-* Every device is healthy, so allocatable equals capacity.
+* Health (``unhealthy_devices``): a profile's XID events all count, whatever their ``after_ms``; where the plugin
+  keeps one of several devices of a GPU at random (Go's map order), the event's own device is taken.
 * MPS: the plugin advertises its replicas only once the MPS control daemon answers on the node;
   the watcher decides that from the daemon's pods, not these rules.
 * ``failOnInitError`` does not change the outcome: failing and blocking both advertise nothing.
@@ -108,6 +109,58 @@ class PluginConfig:
     device_id_strategy: str = "uuid"
     fail_on_init_error: bool = True
     warnings: tuple = ()
+    health: "HealthChecks" = None
+
+
+@dataclasses.dataclass(frozen=True)
+class HealthChecks:
+    """The XIDs the plugin's health check ignores, read from its environment as internal/rm/health.go reads it
+    (getDisabledHealthCheckXids): ``entries`` maps an XID to "disabled" (True) or "enabled" (False); XID 0 stands for
+    every XID."""
+
+    entries: tuple = ()
+
+    def table(self) -> dict:
+        return dict(self.entries)
+
+    def all_disabled(self) -> bool:
+        """IsAllDisabled: only the "all" entry counts, so an enabled XID does not bring the check back."""
+        return self.table().get(0, False)
+
+    def disabled(self, xid: int) -> bool:
+        table = self.table()
+        if 0 in table and not table[0]:
+            return False  # DP_ENABLE_HEALTHCHECKS=all
+        if xid in table:
+            return table[xid]
+        return self.all_disabled()
+
+
+# Application errors the plugin always ignores (health.go ignoredXids)
+IGNORED_XIDS = (13, 31, 43, 45, 68, 109)
+
+
+def _xid_list(text: str) -> dict:
+    """newHealthCheckXIDs: comma-separated XIDs; ``all`` or ``xids`` anywhere means every XID; what does not parse as
+    an unsigned number is skipped."""
+    out = {}
+    for part in (text or "").lower().split(","):
+        part = part.strip()
+        if part in ("all", "xids"):
+            return {0: True}
+        if part.isdigit() and part.isascii():
+            out[int(part)] = True
+    return out
+
+
+def health_checks(env: dict) -> HealthChecks:
+    """The plugin's health-check XIDs from ``DP_DISABLE_HEALTHCHECKS`` and ``DP_ENABLE_HEALTHCHECKS``."""
+    table = _xid_list(env.get("DP_DISABLE_HEALTHCHECKS", ""))
+    for xid in IGNORED_XIDS:
+        table[xid] = True
+    for xid in _xid_list(env.get("DP_ENABLE_HEALTHCHECKS", "")):
+        table[xid] = False
+    return HealthChecks(tuple(sorted(table.items())))
 
 
 # --------------------------------------------------------------------------- parsing
@@ -394,6 +447,7 @@ def parse_config(text, env=None, cli=None) -> PluginConfig:
         device_id_strategy=id_strategy,
         fail_on_init_error=fail_on_init,
         warnings=tuple(warnings),
+        health=health_checks(env),
     )
 
 
@@ -605,11 +659,17 @@ def build_device_map(profile: dict, mig_strategy: str) -> dict:
 
 
 def advertised_resources(profile: dict, config: PluginConfig) -> dict:
-    """Return ``{resource name: count}`` the kubelet would show in capacity and allocatable.
+    """Return ``{resource name: count}`` the kubelet would show in capacity (allocatable: less
+    :func:`unhealthy_devices`).
 
     ``profile`` is the parsed GPU profile JSON (``devices[]`` with optional ``mig``); a node
     without a GPU profile has no NVML and advertises nothing, so callers pass ``None`` there.
     """
+    return {name: len(ids) for name, ids in sorted(_advertised_ids(profile, config).items()) if ids}
+
+
+def _advertised_ids(profile: dict, config: PluginConfig) -> dict:
+    """``{resource name: {device id}}`` of every device the plugin advertises (one per replica, ``<id>::<n>``)."""
     if profile is None:
         return {}
     device_map = build_device_map(profile, config.mig_strategy)
@@ -631,4 +691,64 @@ def advertised_resources(profile: dict, config: PluginConfig) -> dict:
                 for replica in range(res.replicas):
                     bucket.add("%s::%d" % (dev_id, replica))
         device_map = result_ids
-    return {name: len(ids) for name, ids in sorted(device_map.items()) if ids}
+    return {name: set(ids) for name, ids in device_map.items() if ids}
+
+
+_NVML_WHOLE_GPU = 0xFFFFFFFF
+
+
+def unhealthy_devices(profile: dict, config: PluginConfig) -> dict:
+    """``{resource name: count}`` of the devices the plugin's health check marks unhealthy on a node with this
+    profile, which the kubelet leaves out of allocatable (k8s-device-plugin v0.20.0 internal/rm/health.go
+    checkHealth, one check per resource; internal/plugin/server.go ListAndWatch):
+
+    * the check does not run when every XID is disabled, or when the event set cannot be created;
+    * a GPU whose supported event types or registration (other than NOT_SUPPORTED) fail: all its devices;
+    * a failing wait: every device;
+    * an XID event the check does not ignore, for a GPU registered for XID critical errors (the profile's
+      ``event_types``): one device of that GPU per resource, since the check keeps one device per GPU UUID, and for an
+      event with instance ids only a MIG device with those ids (where several devices of the resource sit on that GPU,
+      Go's map order decides which one is kept; the simulator takes the event's own device).
+
+    Guess: every ``xid_events`` entry counts, whatever its ``after_ms``: the plugin watches from its start and sees
+    them all in the end; the simulator does not wait for them."""
+    health = config.health or health_checks({})
+    if profile is None or health.all_disabled() or _nvml_error({}, "nvmlEventSetCreate", profile):
+        return {}
+    ids = _advertised_ids(profile, config)
+    devices = profile.get("devices") or []
+    where = {}  # device id (GPU or MIG UUID) -> (GPU index, (gi, ci) or None)
+    for index, device in enumerate(devices):
+        where[device.get("uuid") or "GPU-%d" % index] = (index, None)
+        for slot, mig in enumerate((device.get("mig") or {}).get("devices") or []):
+            where[mig.get("uuid") or "MIG-%d-%d" % (index, slot)] = (index, (mig.get("gpu_instance_id"),
+                                                                             mig.get("compute_instance_id")))
+    every = bool(_nvml_error({}, "nvmlEventSetWait", profile))
+    out = {}
+    for name, members in ids.items():
+        by_gpu = {}
+        for member in members:
+            index, instance = where[member.split("::", 1)[0]]
+            by_gpu.setdefault(index, []).append(instance)
+        bad = 0
+        for index, instances in by_gpu.items():
+            device = devices[index]
+            register = _nvml_error(device, "nvmlDeviceRegisterEvents", profile)
+            if every or _nvml_error(device, "nvmlDeviceGetSupportedEventTypes", profile) or \
+                    (register and register != "NOT_SUPPORTED"):
+                bad += len(instances)
+                continue
+            if register or "xid_critical" not in device.get("event_types", ["xid_critical"]):
+                continue  # registered for no XID
+            for event in device.get("xid_events") or []:
+                if health.disabled(int(event["xid"])):
+                    continue
+                gi = event.get("gpu_instance_id", _NVML_WHOLE_GPU)
+                ci = event.get("compute_instance_id", _NVML_WHOLE_GPU)
+                if gi == _NVML_WHOLE_GPU or ci == _NVML_WHOLE_GPU or any(
+                        instance is None or instance == (gi, ci) for instance in instances):
+                    bad += 1
+                    break
+        if bad:
+            out[name] = bad
+    return out

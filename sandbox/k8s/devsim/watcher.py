@@ -14,6 +14,9 @@ Kubelet behaviour this copies, and where it has to guess:
   plugin. A plugin that failed (bad config, missing ConfigMap or key) would crash-loop and read
   the config again on each restart; the simulator re-evaluates it whenever the ConfigMap changes.
 * If several plugin pods run on one node (a rolling update), the newest one counts.
+* Devices the plugin's health check marks unhealthy (``rules.unhealthy_devices``: XID events of the profile, the
+  plugin's ``DP_DISABLE_HEALTHCHECKS`` / ``DP_ENABLE_HEALTHCHECKS``) stay in capacity and leave allocatable, as the
+  kubelet counts them; the state annotation names them.
 * When the plugin goes away the kubelet first drops allocatable to 0 and removes the resource
   after a grace period; the simulator removes it from capacity and allocatable at once.
 * The node's ``sandbox.kubegpu.io/device-plugin`` annotation records what the simulator
@@ -46,7 +49,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from sandbox.fakenvml import mig_state
 
 from . import podconfig
-from .rules import RESOURCE_PREFIX, PluginError, advertised_resources, parse_config
+from .rules import RESOURCE_PREFIX, PluginError, advertised_resources, parse_config, unhealthy_devices
 
 PROFILE_ANNOTATION = "sandbox.kubegpu.io/profile"
 PROFILE_PATH_ANNOTATION = "sandbox.kubegpu.io/profile-path"
@@ -99,8 +102,11 @@ class ConfigUnavailable(Exception):
 class Outcome:
     """What one plugin pod makes the kubelet advertise on its node."""
 
-    def __init__(self, resources, message, final, configmap=None, single_request_names=frozenset(), mps_root=None):
+    def __init__(self, resources, message, final, configmap=None, single_request_names=frozenset(), mps_root=None,
+                 unhealthy=None):
         self.resources = resources
+        # devices the plugin's health check marks unhealthy: in capacity, not in allocatable
+        self.allocatable = dict((k, v - (unhealthy or {}).get(k, 0)) for k, v in resources.items())
         self.message = message
         self.final = final
         self.configmap = configmap
@@ -149,17 +155,21 @@ def evaluate_plugin_pod(pod: dict, profile: dict | None, read_configmap) -> Outc
         for warning in config.warnings:
             LOG.warning("pod %s: %s", _pod_key(pod), warning)
         resources = advertised_resources(profile, config)
+        unhealthy = unhealthy_devices(profile, config)
     except PluginError as exc:
         return Outcome({}, "plugin fails: %s" % exc, final=False, configmap=(ref.namespace, ref.name) if ref else None)
     if profile is None:
         return Outcome({}, "no GPU on this node (no NVML): nothing advertised", final=True)
     strategy = config.sharing.strategy if config.sharing else "none"
     summary = ", ".join("%s=%d" % kv for kv in sorted(resources.items())) or "nothing"
+    if unhealthy:
+        summary += " (unhealthy: %s)" % ", ".join("%s=%d" % kv for kv in sorted(unhealthy.items()))
     single = set()
     if config.sharing is not None and config.sharing.fail_requests_greater_than_one:
         single = {r.rename or r.name for r in config.sharing.resources if (r.rename or r.name) in resources}
     return Outcome(resources, "advertising %s (migStrategy=%s, sharing=%s)" % (summary, config.mig_strategy, strategy), final=True,
-                   single_request_names=single, mps_root=(inputs.mps_host_root or "") if strategy == "mps" else None)
+                   single_request_names=single, mps_root=(inputs.mps_host_root or "") if strategy == "mps" else None,
+                   unhealthy=unhealthy)
 
 
 def _configmap_data(obj: dict) -> dict:
@@ -247,10 +257,10 @@ class Simulator:
         return max(running, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", (p.get("metadata") or {}).get("name")))
 
     def desired_for(self, node_name: str):
-        """Return (resources, message) the node should advertise now."""
+        """Return (capacity, allocatable, message) the node should advertise now."""
         pod = self._plugin_pod_for(node_name)
         if pod is None:
-            return {}, "no device plugin pod running"
+            return {}, {}, "no device plugin pod running"
         uid = pod["metadata"]["uid"]
         cached = self.outcomes.get(uid)
         if cached is not None and cached.final:
@@ -264,25 +274,25 @@ class Simulator:
     def _with_mps_daemon(self, node_name: str, outcome: Outcome):
         """An MPS plugin advertises nothing until NVIDIA's MPS control daemon runs on the node with the same root."""
         if outcome.mps_root is None:
-            return outcome.resources, outcome.message
+            return outcome.resources, outcome.allocatable, outcome.message
         roots = set()
         for daemon in self.mps_daemons.values():
             if (daemon.get("spec") or {}).get("nodeName") == node_name and _pod_running(daemon):
                 roots.add(podconfig.host_path_at(daemon, podconfig.mps_daemon_container(daemon), podconfig.MPS_CONTAINER_ROOT))
         if outcome.mps_root and outcome.mps_root in roots:
-            return outcome.resources, outcome.message
+            return outcome.resources, outcome.allocatable, outcome.message
         why = ("the plugin sees no MPS root at %s" % podconfig.MPS_CONTAINER_ROOT if not outcome.mps_root
                else "no mps-control-daemon pod runs here with the MPS root %s" % outcome.mps_root)
-        return {}, "plugin waits for the MPS control daemon (%s); it retries every 30 s" % why
+        return {}, {}, "plugin waits for the MPS control daemon (%s); it retries every 30 s" % why
 
     def reconcile(self, node_name: str):
         """Patch one node's capacity, allocatable and state annotation if they differ."""
         node = self.nodes.get(node_name)
         if node is None:
             return
-        resources, message = self.desired_for(node_name)
+        capacity, allocatable, message = self.desired_for(node_name)
         status_patch = {}
-        for field in ("capacity", "allocatable"):
+        for field, resources in (("capacity", capacity), ("allocatable", allocatable)):
             current = {k: v for k, v in (node.get(field) or {}).items() if k.startswith(RESOURCE_PREFIX + "/")}
             wanted = {k: str(v) for k, v in resources.items()}
             if current != wanted:

@@ -156,3 +156,23 @@ def test_fail_requests_greater_than_one_rejects_pods_at_admission(sandbox, names
     assert (two.status.phase, two.status.reason) == ("Failed", "UnexpectedAdmissionError")
     assert "maximum request size for shared resources is 1; found 2" in two.status.message
     assert two.spec.node_name == name
+
+
+def test_unhealthy_gpus_stay_in_capacity_and_leave_allocatable(sandbox):
+    """The profile failure-xid-79 (two T4s, the second raising XID 79): the plugin's health check marks that GPU's
+    device unhealthy, so the node's capacity keeps it and its allocatable does not; DP_DISABLE_HEALTHCHECKS (the
+    plugin pod's environment) can ignore the XID; with time-slicing one replica of the GPU goes (v0.20.0)."""
+    import os  # pylint: disable=import-outside-toplevel
+    profile = os.path.join(os.path.dirname(fixture_profile("test-v100x4")), "..", "..", "..", "sandbox", "profiles",
+                           "failure-xid-79.json")
+    cases = {"default": (profile, None, {}, None), "ignored": (profile, None, {"DP_DISABLE_HEALTHCHECKS": "79"}, None),
+             "time-slicing": (profile, ts(4), {}, None)}
+    want = {"default": ({"nvidia.com/gpu": 2}, {"nvidia.com/gpu": 1}),
+            "ignored": ({"nvidia.com/gpu": 2}, {"nvidia.com/gpu": 2}),
+            "time-slicing": ({"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 7})}
+    with plugin_nodes(sandbox, "devsim-xid", cases) as made:
+        for case, name in made.items():
+            node = wait_for(sandbox.core.list_node, field_selector="metadata.name=" + name, timeout=45,
+                            predicate=lambda n, c=case: gpu_resources(n) == want[c],
+                            describe="%s to advertise %s" % (name, want[case]))
+            assert ("unhealthy" in _verdict(node)) == (case != "ignored"), _verdict(node)

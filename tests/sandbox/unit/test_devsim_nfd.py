@@ -115,11 +115,23 @@ def test_node_patch_adds_replaces_and_removes_only_its_own():
 
 
 def test_gfd_fails_where_an_nvml_call_it_makes_fails():
-    for errors in ({"nvmlDeviceGetCudaComputeCapability": "NOT_SUPPORTED"}, {"nvmlDeviceGetMemoryInfo": "UNKNOWN"}):
-        with pytest.raises(gfd.GFDFailure):
-            gfd.labels(profile(gpu(0, errors=errors)), parse_config(None))
+    with pytest.raises(gfd.GFDFailure):
+        gfd.labels(profile(gpu(0, errors={"nvmlDeviceGetCudaComputeCapability": "NOT_SUPPORTED"})), parse_config(None))
+    with pytest.raises(gfd.GFDFailure):
+        gfd.labels(profile(gpu(0), errors={"nvmlSystemGetCudaDriverVersion": "NOT_SUPPORTED"}), parse_config(None))
+    # a MIG device's name needs its GPU's memory (go-nvlib GetProfile): fatal under single and mixed only
+    mig_memory = profile(gpu(0, ["1g.10gb"], errors={"nvmlDeviceGetMemoryInfo": "UNKNOWN"}))
+    with pytest.raises(gfd.GFDFailure):
+        gfd.labels(mig_memory, parse_config("flags: {migStrategy: mixed}\n"))
+    assert "nvidia.com/gpu.memory" not in gfd.labels(mig_memory, parse_config(None))
+    # a whole GPU's memory is only a warning (lm/resource.go): no memory label
+    got = gfd.labels(profile(gpu(0, errors={"nvmlDeviceGetMemoryInfo": "UNKNOWN"})), parse_config(None))
+    assert got["nvidia.com/gpu.product"] and "nvidia.com/gpu.memory" not in got
     # the _v2 entry point is not the one GFD binds
-    assert gfd.labels(profile(gpu(0, errors={"nvmlDeviceGetMemoryInfo_v2": "NOT_SUPPORTED"})), parse_config(None))
+    got = gfd.labels(profile(gpu(0, errors={"nvmlDeviceGetMemoryInfo_v2": "NOT_SUPPORTED"})), parse_config(None))
+    assert got["nvidia.com/gpu.memory"] == "81920"
+    assert gfd.labels(profile(gpu(0), errors={"nvmlSystemGetCudaDriverVersion_v2": "NOT_SUPPORTED"}),
+                      parse_config(None))
     with pytest.raises(gfd.GFDFailure, match="MPS"):
         gfd.labels(profile(gpu(0, ["1g.10gb"])),
                    parse_config("flags: {mpsRoot: /m}\nsharing:\n  mps:\n    resources: [{name: nvidia.com/gpu, replicas: 2}]\n"))

@@ -388,3 +388,32 @@ def test_mig_device_error_matters_only_when_mig_devices_are_used():
     assert adv(prof) == {"nvidia.com/gpu": 1}
     with pytest.raises(PluginError, match=r"MIG device at index '\(0, 1\)': UNKNOWN"):
         adv(prof, env={"MIG_STRATEGY": "mixed"})
+
+
+@pytest.mark.parametrize("disable, enable, all_off, off, on", [
+    ("", "", False, [13, 31, 43, 45, 68, 109], [48, 79, 94]),
+    ("all", "", True, [79, 48, 13], []),
+    ("xids", "", True, [79], []),
+    ("0", "", True, [79], []),  # XID 0 is the plugin's "all"
+    ("48, 63,not-a-number,", "", False, [48, 63, 13], [79]),
+    ("48", "48,43", False, [13], [48, 43, 79]),  # enabled wins over disabled, and over the built-in list
+    # v0.20.0: IsAllDisabled looks at "all" only, so the check does not run at all, though IsDisabled(79) says no
+    ("all", "79", True, [48], [79]),
+    ("", "all", False, [], [13, 43, 79]),  # DP_ENABLE_HEALTHCHECKS=all: nothing ignored
+])
+def test_health_check_xids_are_read_as_the_plugin_reads_its_environment(disable, enable, all_off, off, on):
+    from sandbox.k8s.devsim.rules import health_checks
+    health = health_checks({"DP_DISABLE_HEALTHCHECKS": disable, "DP_ENABLE_HEALTHCHECKS": enable})
+    assert health.all_disabled() is all_off
+    assert [x for x in off if not health.disabled(x)] == []
+    assert [x for x in on if health.disabled(x)] == []
+
+
+def test_no_health_check_runs_when_every_xid_is_disabled_even_with_enabled_ones():
+    from sandbox.k8s.devsim.rules import unhealthy_devices
+    prof = plain(2)
+    prof["devices"][1]["xid_events"] = [{"xid": 79}]
+    assert unhealthy_devices(prof, parse_config(None)) == {"nvidia.com/gpu": 1}
+    assert unhealthy_devices(prof, parse_config(None, {"DP_DISABLE_HEALTHCHECKS": "all",
+                                                       "DP_ENABLE_HEALTHCHECKS": "79"})) == {}
+    assert unhealthy_devices(prof, parse_config(None, {"DP_DISABLE_HEALTHCHECKS": "79"})) == {}

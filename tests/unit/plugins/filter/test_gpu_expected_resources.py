@@ -54,3 +54,21 @@ def test_missing_facts_name_the_host():
         gpu_expected_resources({"host-1": fact(1), "host-2": None})
     with pytest.raises(AnsibleFilterError, match="replicas"):
         gpu_expected_resources({"host-1": fact(1)}, sharing={"strategy": "time-slicing", "replicas": 1})
+
+
+def test_the_preview_says_when_mps_replicas_wait_for_a_daemon_that_cannot_run():
+    a100 = {"a": fact(1, mig=["1g.10gb"], name="NVIDIA A100-SXM4-80GB")}
+    mps = {"strategy": "mps", "replicas": 4}
+    with pytest.raises(AnsibleFilterError, match="node a: NVIDIA's device plugin would advertise nothing there: it "
+                                                 "shares the GPUs with MPS and waits for NVIDIA's MPS control daemon"):
+        gpu_expected_resources(a100, sharing=mps)
+    assert gpu_expected_resources({"v": fact(1)}, sharing=mps) == {"v": {"nvidia.com/gpu": 4}}
+
+
+def test_unhealthy_devices_and_the_health_checks_option():
+    node = fact(2)
+    node["devices"][1]["xid_events"] = [{"xid": 79, "gpu_instance_id": None, "compute_instance_id": None}]
+    assert gpu_expected_resources({"g": node}) == {"g": {"nvidia.com/gpu": 1}}
+    assert gpu_expected_resources({"g": node}, health_checks={"ignore_xids": [79]}) == {"g": {"nvidia.com/gpu": 2}}
+    with pytest.raises(AnsibleFilterError, match="health_checks.ignore_xids"):
+        gpu_expected_resources({"g": node}, health_checks={"ignore_xids": [0]})

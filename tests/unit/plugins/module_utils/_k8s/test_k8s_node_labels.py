@@ -14,7 +14,8 @@ from hypothesis import given, settings, strategies as st
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError, fail_args
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, names, node_labels as nl
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import labels as nvlabels, naming as _gpu_model
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import gfd as gfd_rules, labels as nvlabels
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import naming as _gpu_model
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 PROFILES = os.path.join(ROOT, "sandbox", "profiles")
@@ -49,6 +50,7 @@ def facts_from_profile(name):
         mig = device.get("mig") or {}
         failing = set(device.get("errors") or {})  # the calls gpu_facts makes (pynvml binds the first versions)
         devices.append({"index": index, "name": device["name"], "uuid": device["uuid"],
+                        "nvml_returns": dict(device.get("errors") or {}),
                         "product_slug": _gpu_model.product_slug(device["name"]),
                         "memory_total_mib": None if "nvmlDeviceGetMemoryInfo" in failing else device["memory_total_mib"],
                         "pci_bus_id": device["pci_bus_id"],
@@ -61,6 +63,7 @@ def facts_from_profile(name):
                         "healthy": True, "errors": {}})
     cuda = profile["cuda_driver_version"]
     return {"present": True, "nvml": {"status": "ok", "message": ""}, "driver_version": profile["driver_version"],
+            "nvml_returns": dict(profile.get("errors") or {}),
             "cuda_driver_version": "%d.%d" % (cuda // 1000, (cuda % 1000) // 10), "nvml_version": profile["nvml_version"],
             "count": len(devices), "devices": devices, "pci": [], "kernel_modules": {"nvidia": True, "nouveau": False}}
 
@@ -77,8 +80,9 @@ EXPECTED = {
                          "nvidia-a100-sxm4-80gb"),
     "h100": ("NVIDIA-H100-80GB-HBM3", "1", "81559", ("550", "127", "05", "550.127.05"), "12.4", "nvidia-h100-80gb-hbm3"),
     "gtx1060": ("GeForce-GTX-1060-3GB", "1", "3019", ("390", "30", None, "390.30"), "9.1", "nvidia-geforce-gtx-1060-3gb"),
-    # the lost GPU has no name, so no model to count it under
-    "failure-device-lost": ("Tesla-T4", "1", "15109", ("470", "256", "02", "470.256.02"), "11.4", "nvidia-tesla-t4"),
+    # GPU feature discovery exits on a lost GPU, so no GFD label; ours stay (the accelerator from the GPU that answers)
+    "failure-device-lost": ("gfd exits", "nvidia-tesla-t4"),
+    "failure-xid-79": ("Tesla-T4", "2", "15360", ("535", "183", "01", "535.183.01"), "12.2", "nvidia-tesla-t4"),
     "failure-not-supported": ("Tesla-K80", "1", "11441", ("470", "256", "02", "470.256.02"), "11.4", "nvidia-tesla-k80"),
     "a100-h100-mig-same-profile": ("NVIDIA-A100-SXM4-80GB", "1", "81920", ("550", "127", "05", "550.127.05"), "12.4",
                                    "nvidia-a100-sxm4-80gb"),
@@ -94,8 +98,8 @@ EXPECTED = {
                                        "nvidia-h100-80gb-hbm3"),
     "h100-mig-me": ("NVIDIA-H100-80GB-HBM3", "1", "81559", ("550", "127", "05", "550.127.05"), "12.4",
                     "nvidia-h100-80gb-hbm3"),
-    "t4-compute-capability-not-supported": ("Tesla-T4", "1", "15360", ("535", "183", "01", "535.183.01"), "12.2",
-                                            "nvidia-tesla-t4"),
+    # GFD exits where NVML does not give the compute capability of the GPU it labels
+    "t4-compute-capability-not-supported": ("gfd exits", "nvidia-tesla-t4"),
     # three models on one node: labelled after the first GPU's, as the labels' rule for two-model nodes has it
     "a100-h100-v100-mig-capable": ("NVIDIA-A100-80GB-PCIe", "1", "81920", ("550", "127", "05", "550.127.05"), "12.4",
                                    "nvidia-a100-80gb-pcie"),
@@ -114,6 +118,11 @@ def test_labels_for_every_profile(name):
     labels = nvlabels.labels_for_facts(facts)
     if EXPECTED[name] is None:  # NVML did not answer: no count, so no labels at all
         assert labels == {}
+        return
+    if EXPECTED[name][0] == "gfd exits":  # only ours: the node is a GPU node, GFD would label nothing
+        assert labels == {"nvidia.com/gpu.present": "true", "accelerator": EXPECTED[name][1],
+                          "nvidia.com/gpu.deploy.device-plugin": "true",
+                          "nvidia.com/gpu.deploy.gpu-feature-discovery": "true"}
         return
     product, count, memory, driver, cuda, slug = EXPECTED[name]
     want = {
@@ -154,11 +163,15 @@ def test_first_gpu_names_a_mixed_node_and_counts_its_model():
     assert labels["nvidia.com/gpu.count"] == "1"  # GFD counts per model (lm/mig-strategy.go newGPULabelers)
 
 
-def test_unhealthy_first_gpu_is_skipped_for_the_model():
+def test_a_lost_gpu_leaves_only_our_labels_whichever_its_index():
+    """GFD exits on a lost GPU (go-nvlib VisitDevices stops at its handle), so no GFD key is written for the node;
+    the accelerator label (ours) names the GPU that answers."""
     facts = facts_from_profile("failure-device-lost")
     facts["devices"].reverse()
     assert facts["devices"][0]["healthy"] is False
-    assert nvlabels.labels_for_facts(facts)["nvidia.com/gpu.product"] == "Tesla-T4"
+    labels = nvlabels.labels_for_facts(facts)
+    assert labels["accelerator"] == "nvidia-tesla-t4"
+    assert not [key for key in labels if gfd_rules.owns(key)]
 
 
 @pytest.mark.parametrize("facts", [
@@ -560,3 +573,19 @@ def test_run_with_gfd_removes_the_gfd_keys_gfd_will_not_write():
     assert result["nodes"]["a"]["labels_removed"] == ["nvidia.com/mig-1g.10gb.count"]
     assert "nvidia.com/gpu.product" in result["nodes"]["a"]["labels_released"]
     assert core.nodes["a"]["metadata"]["labels"] == t4
+
+
+@pytest.mark.parametrize("with_gfd", [False, True])
+def test_a_node_gfd_would_exit_on_loses_the_gfd_keys_we_wrote(with_gfd):
+    """A GPU falls off the bus: GPU feature discovery exits there and labels nothing, so the GFD keys we wrote before
+    are removed (without GFD: our apply no longer has them; with GFD: it will never publish them), ours stay."""
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import gfd
+    before = nvlabels.labels_for_facts(facts_from_profile("t4"))
+    core = ReleasingCore([node("a", before, {nl.FIELD_MANAGER: list(before)})])
+    labels_for, soft, releases = nvlabels.node_rules({"gfd": with_gfd})
+    lost = facts_from_profile("failure-device-lost")
+    result = nl.run(params(nodes={"a": lost}), labeller(core), labels_for, soft=soft, releases=releases)
+    gfd_keys = sorted(k for k in before if gfd.owns(k))
+    assert gfd_keys and result["nodes"]["a"]["labels_removed"] == gfd_keys
+    assert result["nodes"]["a"]["labels_released"] == []
+    assert core.nodes["a"]["metadata"]["labels"] == dict((k, v) for k, v in before.items() if not gfd.owns(k))

@@ -385,3 +385,25 @@ def test_every_node_the_plugin_would_exit_on_is_named_before_connecting():
         "h1": "error getting device handle for index '1': GPU_IS_LOST",
         "h2": "error visiting device 0: error getting device compute capability: NOT_SUPPORTED"}
     assert "would exit on 2 nodes" in err.value.message and "drain the node" in err.value.message
+
+
+def test_an_mps_node_where_no_daemon_can_run_is_refused_before_connecting():
+    """MPS under mig_strategy none on a node with a GPU in MIG mode: the plugin would wait for NVIDIA's MPS control
+    daemon, which runs only where nvidia.com/mps.capable=true, which GFD never writes there. Named with the reason and
+    what to do; the other nodes and the other configs are not touched by the refusal."""
+    def factory(_params):
+        raise AssertionError("connected before validating")
+    mig_on = _v100s(2)
+    mig_on["devices"][0]["mig"] = {"capable": True, "current": True, "devices": [{"profile": "1g.10gb"}]}
+    mps = {"strategy": "mps", "replicas": 4}
+    with pytest.raises(allocatable.NoMpsDaemon) as err:
+        deployment.run(params(facts={"gpu-7": mig_on, "gpu-8": _v100s(1)}, sharing=mps), client_factory=factory)
+    assert err.value.details["nodes"] == {"gpu-7": "error creating sharing labeler: failed to check MPS-capable: MPS "
+                                                   "sharing is not supported for mig devices"}
+    assert err.value.message.startswith("node gpu-7: NVIDIA's device plugin would advertise nothing there")
+    assert "nvidia.com/mps.capable=true" in err.value.message and "turn MIG off" in err.value.message
+    # the same node under a config without MPS is fine
+    result = deployment.run(params(facts={"gpu-7": mig_on, "gpu-8": _v100s(1)}, sharing=mps, wait=False,
+                                   configs={"ts": {"sharing": {"strategy": "time-slicing", "replicas": 2}}},
+                                   node_configs={"gpu-7": "ts"}), client=FakeClient())
+    assert result["expected"] == {"gpu-7": {"nvidia.com/gpu": 4}, "gpu-8": {"nvidia.com/gpu": 4}}

@@ -175,7 +175,8 @@ def test_no_compute_capability_no_family():
 
 @pytest.mark.parametrize("classes, mode", [
     (["0x030200"], "compute"), (["0x030000"], "graphics"), (["0x038000"], "unknown"),
-    (["0x030000", "0x030200"], "graphics"),  # the first GPU's
+    (["0x030000", "0x030200"], "unknown"),  # GPUs of different classes (lm/nvml.go getModeForClasses)
+    (["0x030200", "0x030200"], "compute"),
     ([], None),  # the fact's PCI scan does not hold the GPU: left to GFD
 ])
 def test_gpu_mode(classes, mode):
