@@ -156,7 +156,7 @@ options:
       - Before changing a file, copy it into O(backup_dir), at the file's own absolute path below it and named like
         M(ansible.builtin.copy)'s backups (C(<file>.<pid>.<YYYY-MM-DD@HH:MM:SS>~)), keeping owner, group and mode.
         Every changed file that existed is copied, the main config and the drop-in alike; see RV(backup_files).
-      - Not beside the file, as M(ansible.builtin.copy) does: CRI-O reads every file under C(crio.conf.d) whatever its
+      - Not beside the file, as M(ansible.builtin.copy) does. CRI-O reads every file under C(crio.conf.d) whatever its
         name, and a containerd C(imports) glob such as C(conf.d/*) matches any name, so a backup there would be loaded
         as configuration, old settings and all, even after O(state=absent).
     type: bool
