@@ -385,3 +385,63 @@ def test_every_node_the_plugin_would_exit_on_is_named_before_connecting():
         "h1": "error getting device handle for index '1': GPU_IS_LOST",
         "h2": "error visiting device 0: error getting device compute capability: NOT_SUPPORTED"}
     assert "would exit on 2 nodes" in err.value.message and "drain the node" in err.value.message
+
+
+# --- Issue 26: the device list and MIG strategies get what NVIDIA's chart gives the plugin for them -------------------
+# deployments/helm/nvidia-device-plugin/templates/daemonset-device-plugin.yml and _helpers.tpl (NVIDIA/k8s-device-plugin
+# 1b826ac): /var/run/cdi (hostPath DirectoryOrCreate) where the plugin writes its CDI spec (internal/cdi/cdi.go), the
+# driver root read-only at /driver-root (hostPath Directory) from which it generates the spec, NVIDIA_MIG_MONITOR_DEVICES
+# for MIG, and SYS_ADMIN (requiresCapSysAdmin) for MIG or volume-mounts.
+CHART_CDI_MOUNTS = [{"name": "driver-root", "mountPath": "/driver-root", "readOnly": True},
+                    {"name": "cdi-root", "mountPath": "/var/run/cdi"}]
+
+
+def _plugin_container(objects, name="nvidia-device-plugin-daemonset"):
+    pod = _daemonsets(objects)[name]["spec"]["template"]["spec"]
+    return pod["containers"][0], dict((v["name"], v) for v in pod["volumes"])
+
+
+@pytest.mark.parametrize("strategy", [["cdi-cri"], ["cdi-annotations"], ["envvar", "cdi-cri"], "cdi-cri"])
+def test_a_cdi_strategy_mounts_the_cdi_spec_dir_and_the_driver_root_as_the_chart_does(strategy):
+    ctr, volumes = _plugin_container(manifests.render(params(device_list_strategy=strategy)))
+    assert [m for m in ctr["volumeMounts"] if m["name"] in ("driver-root", "cdi-root")] == CHART_CDI_MOUNTS
+    assert volumes["cdi-root"]["hostPath"] == {"path": "/var/run/cdi", "type": "DirectoryOrCreate"}
+    assert volumes["driver-root"]["hostPath"] == {"path": "/", "type": "Directory"}
+    # nothing else changes: the hardened context, the env
+    assert ctr["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert ctr["env"] == [{"name": "CONFIG_FILE", "value": "/config/config.yaml"}]
+
+
+def test_a_driver_container_root_is_what_the_cdi_strategy_mounts():
+    ctr, volumes = _plugin_container(manifests.render(params(device_list_strategy=["cdi-cri"],
+                                                             nvidia_driver_root="/run/nvidia/driver")))
+    assert volumes["driver-root"]["hostPath"] == {"path": "/run/nvidia/driver", "type": "Directory"}
+
+
+@pytest.mark.parametrize("strategy", [["envvar"], ["volume-mounts"]])
+def test_the_other_strategies_mount_neither(strategy):
+    ctr, volumes = _plugin_container(manifests.render(params(device_list_strategy=strategy)))
+    assert not set(volumes) & {"driver-root", "cdi-root"}
+    assert not set(m["name"] for m in ctr["volumeMounts"]) & {"driver-root", "cdi-root"}
+
+
+@pytest.mark.parametrize("over, sys_admin, mig_env", [
+    ({}, False, False),
+    ({"device_list_strategy": ["volume-mounts"]}, True, False),
+    ({"mig_strategy": "single"}, True, True),
+    ({"mig_strategy": "mixed", "device_list_strategy": ["cdi-cri"]}, True, True),
+])
+def test_mig_and_volume_mounts_get_the_charts_capability_and_env(over, sys_admin, mig_env):
+    ctr, _volumes = _plugin_container(manifests.render(params(**over)))
+    assert (ctr["securityContext"] == {"capabilities": {"add": ["SYS_ADMIN"]}}) is sys_admin
+    assert ({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"} in ctr["env"]) is mig_env
+
+
+def test_each_named_config_gets_what_its_own_strategies_need():
+    objects = manifests.render(params(**dict(PER_NODE, device_list_strategy=["cdi-cri"])))
+    default, _v = _plugin_container(objects, "nvidia-device-plugin-default")  # mixed MIG
+    mps4, _v = _plugin_container(objects, "nvidia-device-plugin-mps4")  # MIG none
+    assert default["securityContext"] == {"capabilities": {"add": ["SYS_ADMIN"]}}
+    assert mps4["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    for ctr in (default, mps4):
+        assert [m for m in ctr["volumeMounts"] if m["name"] in ("driver-root", "cdi-root")] == CHART_CDI_MOUNTS
