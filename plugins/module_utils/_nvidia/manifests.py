@@ -45,8 +45,15 @@ _PRIVILEGED = {"privileged": True}
 
 class _Placement(object):
     """Where one config's pods run: the user's node selector, the operand's deploy label (so NVIDIA's MIG manager can
-    pause them), and with several configs the config label (``nvidia.com/device-plugin.config``): a named config's
-    nodes carry its name, the default config runs on every node without the label (or naming the default)."""
+    pause them), and the config label (``nvidia.com/device-plugin.config``): a named config's nodes carry its name,
+    the default config runs on every node without the label (or naming the default).
+
+    The default config's DaemonSets are the same objects whether named configs exist or not: the same name (the one
+    earlier releases used), selector and pod template, node affinity included. So adding the first named config, or
+    removing the last, changes no pod of a node whose config stayed the default (issue 26: the default DaemonSet was
+    deleted and created again under another name, restarting the plugin on every GPU node). Their selector also
+    matches the named configs' pods, which carry one more label; the DaemonSet controller leaves pods another
+    controller owns alone (pkg/controller/daemon/daemon_controller.go, getDaemonPods through ClaimPods)."""
 
     def __init__(self, params, name, names):
         self.params = params
@@ -58,13 +65,13 @@ class _Placement(object):
                         else DEFAULT_NODE_SELECTOR)
         if self.params.get("deploy_labels", True):
             selector[deploy_label] = DEPLOY_LABEL_ON
-        if self.multi and self.name != DEFAULT_CONFIG_NAME:
+        if self.name != DEFAULT_CONFIG_NAME:
             selector[LABEL_DEVICE_PLUGIN_CONFIG] = self.name
         selector.update(extra or {})
         return selector
 
     def affinity(self):
-        if not (self.multi and self.name == DEFAULT_CONFIG_NAME):
+        if self.name != DEFAULT_CONFIG_NAME:
             return None
         # A node without the config label, or one that names the default. Not "NotIn <the named configs>": that list
         # is in the default DaemonSets' pod template, so adding or removing a named config for one node would roll the
@@ -75,12 +82,12 @@ class _Placement(object):
                                    "values": [DEFAULT_CONFIG_NAME]}]}]}}}
 
     def object_name(self, base, single=None):
-        """``<base>-<config>`` with several configs, else ``single`` (or ``base``): one config keeps the names
-        earlier releases used, so a plain upgrade rolls nothing."""
-        return "%s-%s" % (base, self.name) if self.multi else (single or base)
+        """``<base>-<config>`` for a named config; the default config's is ``single`` (or ``base``), with or without
+        named configs beside it."""
+        return (single or base) if self.name == DEFAULT_CONFIG_NAME else "%s-%s" % (base, self.name)
 
     def labels(self):
-        return {LABEL_PLUGIN_CONFIG: self.name} if self.multi else {}
+        return {} if self.name == DEFAULT_CONFIG_NAME else {LABEL_PLUGIN_CONFIG: self.name}
 
 
 def _pod_spec(params, placement, deploy_label, containers, volumes, service_account=None, extra_selector=None,
