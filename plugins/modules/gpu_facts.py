@@ -107,7 +107,7 @@ ansible_facts:
                 - V(ok), V(library_not_found) (no C(libnvidia-ml.so.1)), V(driver_not_loaded) (library present,
                   kernel driver not loaded), V(no_permission), V(version_mismatch) (the driver was upgraded and the old
                   kernel module is still loaded, so reboot), V(bindings_missing) (no C(nvidia-ml-py) for the Python
-                  that ran the module: NVML was not asked, the PCI bus was read), or V(error).
+                  that ran the module, so NVML was not asked and only the PCI bus was read), or V(error).
               type: str
               returned: always
               sample: ok

@@ -287,10 +287,11 @@ changed_files:
     - When the module makes O(runtime_name) the default of a file edited in place that named another default, or
       turns CDI on there, or changes a docker C(daemon.json) at all, it first writes C(<config_path>.kubegpu.json)
       beside it (where the runtime reads every file beside it, as CRI-O does in C(crio.conf.d), in the directory
-      above instead, as C(crio.conf.d_<name>.kubegpu.json)), holding what was there before (for docker also the user's own entry for the runtime, and the text of
-      a file that held nothing), so that O(state=absent) (or O(set_as_default=false)) gives it back exactly; the
-      marker goes when nothing is left to remember. No daemon reads it, so a change to the marker alone needs no restart (RV(restart_required)). A
-      drop-in needs no marker, as the user's settings stay in the main file.
+      above instead, as C(crio.conf.d_<name>.kubegpu.json)), holding what was there before (for docker also the
+      user's own entry for the runtime, and the text of a file that held nothing), so that O(state=absent) (or
+      O(set_as_default=false)) gives it back exactly; the marker goes when nothing is left to remember. No daemon
+      reads it, so a change to the marker alone needs no restart (RV(restart_required)). A drop-in needs no marker,
+      as the user's settings stay in the main file.
   returned: always
   type: list
   elements: str

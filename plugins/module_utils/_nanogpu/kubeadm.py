@@ -590,7 +590,9 @@ def _roll_back(params, the_plan, state_before, failure, waiter):
     manifest_path, manifest_before, manifest_after = the_plan["manifest"][:3]
     config_path, config_before, config_after = the_plan["config"][:3]
     before_pids = scheduler_pids()
-    _put(config_path, config_after, config_before, manifest_path, manifest_after, manifest_before)
+    # the other way round: what is there now (after) is replaced by what was there (before)
+    _put(config_path, config_before=config_after, config_after=config_before, manifest_path=manifest_path,
+         manifest_before=manifest_after, manifest_after=manifest_before)
     _restore_dir(params["state_dir"], state_before)
     old = load(manifest_before, manifest_path)
     url = healthz_url(scheduler_container(old, manifest_path))

@@ -165,8 +165,9 @@ def _taken_by_the_default(name):
     if plugin == PLUGIN_NAME:
         return plugin, "default config's device plugin"
     if plugin == MPS_DAEMON_NAME or plugin.startswith(MPS_DAEMON_NAME + "-"):
-        return plugin, "MPS control daemon of %s" % ("the default config" if plugin == MPS_DAEMON_NAME
-                                                       else "config '%s'" % plugin[len(MPS_DAEMON_NAME) + 1:])
+        whose = ("the default config" if plugin == MPS_DAEMON_NAME
+                 else "config '%s'" % plugin[len(MPS_DAEMON_NAME) + 1:])
+        return plugin, "MPS control daemon of %s" % whose
     return None
 
 

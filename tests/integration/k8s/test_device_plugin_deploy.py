@@ -362,8 +362,8 @@ def _plugin_pods(sandbox, ns, nodes, timeout=60):
         time.sleep(1)
 
 
-def test_adding_and_removing_a_named_config_restarts_no_pod_of_the_other_nodes(sandbox, deploy, test_nodes,
-                                                                                  fake_nvml_dir):
+def test_adding_and_removing_a_named_config_restarts_no_pod_of_the_other_nodes(
+        sandbox, deploy, test_nodes, fake_nvml_dir):
     """Issue 26: the first named config used to rename the default DaemonSet (delete it, create it again), which
     restarted the plugin on every GPU node. Now only the node whose config changes gets a new pod: the others keep
     theirs, by UID, through the addition and the removal."""

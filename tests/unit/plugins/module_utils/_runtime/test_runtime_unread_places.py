@@ -85,7 +85,7 @@ def test_crio_reads_every_file_under_its_config_dir(path, read):
 ])
 def test_containerd_reads_what_its_imports_name(tmp_path, monkeypatch, imports, path, read):
     texts = {"/etc/containerd/config.toml": "version = 2\nimports = %s\n" % str(imports).replace("'", '"')}
-    monkeypatch.setattr(_files, "read_text", lambda p: texts.get(p))
+    monkeypatch.setattr(_files, "read_text", texts.get)
     the_plan = plan_of("containerd", "/etc/containerd/config.toml")
     assert bool(registry.get("containerd").reads(path, the_plan)) is read
 
@@ -135,7 +135,7 @@ def test_crio_present_changed_and_absent_leave_crio_conf_d_as_it_was(tmp_path, b
     assert snapshot(conf_d) == before  # exactly as it was: no file added, none touched
     assert main.read_text() == fixture("crio.conf")
     # the directories the backup made below backup_dir are 0700 (a config can hold registry credentials)
-    assert stat_mode(os.path.join(backup_dir, str(tmp_path).lstrip("/").split("/")[0])) == 0o700
+    assert stat_mode(os.path.join(backup_dir, str(tmp_path).lstrip("/").split("/", maxsplit=1)[0])) == 0o700
 
 
 def stat_mode(path):
