@@ -6,7 +6,8 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """Config files on disk: read, stage a candidate next to the live file, validate it, back up, replace atomically.
 
-A staged candidate is a temporary file in the live file's directory with the live file's owner, group, mode and
+A staged candidate is a temporary file in the live file's directory (or another directory of the same filesystem,
+where the caller says a daemon reads every file beside it) with the live file's owner, group, mode and
 extended attributes (POSIX ACLs, the SELinux label, ``user.*``; 0644 and none for a new file), so that replacing is
 one ``os.replace`` that changes nothing but the text, and relative paths inside it resolve as they will. Only regular
 files are read: a FIFO would block the read for ever and a device (``/dev/zero``) never ends.
@@ -101,11 +102,12 @@ def remove_dirs(created):
 
 
 class Staged(object):
-    """A candidate for ``path`` written to a temporary file beside it; :meth:`commit` replaces ``path`` with it."""
+    """A candidate for ``path`` written to a temporary file beside it (or in ``directory``, which must be on the same
+    filesystem, for a daemon that would read a file beside it); :meth:`commit` replaces ``path`` with it."""
 
-    def __init__(self, path, text, suffix=".tmp"):
+    def __init__(self, path, text, suffix=".tmp", directory=None):
         self.path = path
-        directory = os.path.dirname(path) or "."
+        directory = directory or os.path.dirname(path) or "."
         try:
             fd, self.tmp_path = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=suffix, dir=directory)
         except OSError as exc:
@@ -209,16 +211,31 @@ def remove(path):
             raise FileError("cannot remove: %s" % (exc.strerror or exc), path=path)
 
 
-def backup_name(path, now=None, pid=None):
-    """Where ansible's ``backup_local`` would put a backup of ``path``: ``<path>.<pid>.<YYYY-MM-DD@HH:MM:SS>~``."""
+# Where backups go by default: a directory of its own, which no container runtime reads (issue 26: a backup beside a
+# CRI-O drop-in is itself a drop-in, since CRI-O reads every file under crio.conf.d). Debian's /var/backups is where
+# the system keeps copies of its own files; it is created where missing (RHEL, SUSE).
+BACKUP_DIR = "/var/backups/kubegpu"
+BACKUP_DIR_MODE = 0o700  # configs can hold registry credentials
+
+
+def backup_name(path, now=None, pid=None, directory=None):
+    """Where a backup of ``path`` goes: named like ansible's ``backup_local`` (``<name>.<pid>.<YYYY-MM-DD@HH:MM:SS>~``),
+    beside ``path``, or, with ``directory``, under it at ``path``'s own absolute path (``/var/backups/kubegpu`` +
+    ``/etc/crio/crio.conf.d/99-nvidia.toml``), so that files of one name in two directories never meet."""
     stamp = time.strftime("%Y-%m-%d@%H:%M:%S~", time.localtime(time.time() if now is None else now))
+    if directory:
+        path = os.path.join(directory, os.path.abspath(path).lstrip("/"))
     return "%s.%s.%s" % (path, os.getpid() if pid is None else pid, stamp)
 
 
-def backup(path):
-    """Copy ``path`` beside itself, keeping owner, group, mode and times; returns the copy's path."""
-    target = backup_name(path)
+def backup(path, directory=None):
+    """Copy ``path`` to :func:`backup_name` (its directories made 0700 where missing), keeping owner, group, mode and
+    times; returns the copy's path."""
+    target = backup_name(path, directory=directory)
     try:
+        if directory:
+            for created in make_dirs(os.path.dirname(target)):
+                os.chmod(created, BACKUP_DIR_MODE)
         shutil.copy2(path, target)
         current = os.stat(path)
         os.chown(target, current.st_uid, current.st_gid)

@@ -279,6 +279,13 @@ ansible_facts:
                   description: containerd's C(enable_cdi); C(null) where the config has no such setting.
                   type: bool
                   sample: null
+                live_restore:
+                  description:
+                    - docker's C(LiveRestoreEnabled) from C(docker info); C(null) for the other runtimes. When it is
+                      V(false), restarting docker stops every container on the node, and the module warns where one
+                      of O(plans) for docker would change a file (that change means a restart).
+                  type: bool
+                  sample: false
         crictl:
           description: crictl, and what the CRI reports through it.
           type: dict

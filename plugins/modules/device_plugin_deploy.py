@@ -49,7 +49,15 @@ options:
     elements: str
     default: []
   device_list_strategy:
-    description: The plugin's C(flags.plugin.deviceListStrategy), how devices are passed to containers.
+    description:
+      - The plugin's C(flags.plugin.deviceListStrategy), how devices are passed to containers.
+      - With V(cdi-annotations) or V(cdi-cri), the plugin pods get what NVIDIA's Helm chart gives them for CDI, the
+        host's C(/var/run/cdi) (where the plugin writes the CDI spec of its devices for the container runtime) and
+        O(nvidia_driver_root) read-only at C(/driver-root) (from which it generates that spec). The container runtime
+        must read CDI specs (containerd with C(enable_cdi), CRI-O always); V(cdi-cri) needs Kubernetes 1.31 or later
+        (C(DevicePluginCDIDevices)).
+      - With V(volume-mounts) (or a O(mig_strategy) other than V(none)), the plugin container gets the C(SYS_ADMIN)
+        capability the chart gives it, in place of the hardened security context.
     type: list
     elements: str
     choices: [envvar, volume-mounts, cdi-annotations, cdi-cri]

@@ -28,7 +28,8 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes.facts
   - kubegpu.cluster.python_requirements
 requirements:
-  - nvidia-ml-py (the C(pynvml) module) on the managed host.
+  - nvidia-ml-py (the C(pynvml) module) on the managed host, to read the NVIDIA GPUs through NVML. Without it the module
+    still reports the GPUs on the PCI bus, with RV(ansible_facts.gpu.nvml.status) V(bindings_missing).
 attributes:
   check_mode:
     support: full
@@ -105,7 +106,8 @@ ansible_facts:
               description:
                 - V(ok), V(library_not_found) (no C(libnvidia-ml.so.1)), V(driver_not_loaded) (library present,
                   kernel driver not loaded), V(no_permission), V(version_mismatch) (the driver was upgraded and the old
-                  kernel module is still loaded, so reboot), or V(error).
+                  kernel module is still loaded, so reboot), V(bindings_missing) (no C(nvidia-ml-py) for the Python
+                  that ran the module, so NVML was not asked and only the PCI bus was read), or V(error).
               type: str
               returned: always
               sample: ok
@@ -584,9 +586,10 @@ except ImportError:
 
 def main():
     module = AnsibleModule(argument_spec=dict(_python.ARG_SPEC), supports_check_mode=True)
+    # without nvidia-ml-py the PCI bus and the kernel modules are still read (nvml.status bindings_missing): the module
+    # never fails for what a host lacks, and a plain host (or a fresh node in check mode) still says what it has
     run_module(module, lambda: {"changed": False, "python_unmet": _python.unmet(module.params["python_requirements"]),
-                                "ansible_facts": {"gpu": gather(pynvml)}},
-               requires=(("nvidia-ml-py", PYNVML_IMPORT_ERROR, "https://pypi.org/project/nvidia-ml-py/"),))
+                                "ansible_facts": {"gpu": gather(pynvml)}})
 
 
 if __name__ == "__main__":

@@ -116,7 +116,11 @@ options:
         later run proves it again only when one of these changed (O(reprove)).
       - C(config) names the node's device plugin config in O(plugin_configs) (C(default) when not given); C(driver_version)
         and C(runtime) are strings, for example the driver version of its C(gpu) facts and its container runtimes'
-        default runtimes and versions. A node with any of them unknown is proved every time.
+        default runtimes and versions.
+      - A value left out or null (not read in this run; without O(plugin_configs) the config's hash is unknown too) is
+        taken as unchanged since the node's last passed proof, and a new record keeps the last one's value for it; a
+        value known now where the record has none proves again. The proof itself (image, command, arguments,
+        RuntimeClass, success pattern) is always known and must be the same.
     type: dict
     default: {}
   plugin_configs:

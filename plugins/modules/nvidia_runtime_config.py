@@ -19,7 +19,8 @@ description:
     idempotent module with check mode, diff, backups and validation.
   - Every other setting, its order and, for TOML files, its comments are kept. A file that needs no change is not
     touched (its modification time stays the same).
-  - "Files are replaced atomically: the new content is written to a temporary file in the same directory, with the
+  - "Files are replaced atomically: the new content is written to a temporary file in the same directory (for a file in a
+    directory whose every file the runtime reads, such as CRI-O's C(crio.conf.d), in the directory above it), with the
     owner, group, mode and extended attributes (POSIX ACLs, the SELinux label, C(user.*)) of the file it replaces
     (V(0644) and none for a new file; a missing directory is created V(0755)), validated, then renamed over the live
     file. An extended attribute that cannot be copied fails the run, with the live file left as it was. Symbolic links
@@ -152,11 +153,22 @@ options:
     default: present
   backup:
     description:
-      - Before changing a file, copy it beside itself, named like M(ansible.builtin.copy)'s backups
-        (C(<file>.<pid>.<YYYY-MM-DD@HH:MM:SS>~)), keeping owner, group and mode. Every changed file that existed is
-        copied, the main config and the drop-in alike; see RV(backup_files).
+      - Before changing a file, copy it into O(backup_dir), at the file's own absolute path below it and named like
+        M(ansible.builtin.copy)'s backups (C(<file>.<pid>.<YYYY-MM-DD@HH:MM:SS>~)), keeping owner, group and mode.
+        Every changed file that existed is copied, the main config and the drop-in alike; see RV(backup_files).
+      - Not beside the file, as M(ansible.builtin.copy) does. CRI-O reads every file under C(crio.conf.d) whatever its
+        name, and a containerd C(imports) glob such as C(conf.d/*) matches any name, so a backup there would be loaded
+        as configuration, old settings and all, even after O(state=absent).
     type: bool
     default: false
+  backup_dir:
+    description:
+      - Where O(backup=true) puts its copies; directories it creates there are V(0700) (configurations can hold
+        registry credentials).
+      - The module refuses a directory the runtime reads (inside C(crio.conf.d), say), before anything is written.
+      - An absolute path (C(~) is expanded).
+    type: path
+    default: /var/backups/kubegpu
   validate:
     description:
       - A command run before the live file is replaced, with C(%s) standing for the candidate file; the files are left
@@ -274,10 +286,12 @@ changed_files:
     - A changed file without an entry in RV(backup_files) did not exist before (a rollback deletes it).
     - When the module makes O(runtime_name) the default of a file edited in place that named another default, or
       turns CDI on there, or changes a docker C(daemon.json) at all, it first writes C(<config_path>.kubegpu.json)
-      beside it, holding what was there before (for docker also the user's own entry for the runtime, and the text of
-      a file that held nothing), so that O(state=absent) (or O(set_as_default=false)) gives it back exactly; the
-      marker goes when nothing is left to remember. No daemon reads it, so a change to the marker alone needs no restart (RV(restart_required)). A
-      drop-in needs no marker, as the user's settings stay in the main file.
+      beside it (where the runtime reads every file beside it, as CRI-O does in C(crio.conf.d), in the directory
+      above instead, as C(crio.conf.d_<name>.kubegpu.json)), holding what was there before (for docker also the
+      user's own entry for the runtime, and the text of a file that held nothing), so that O(state=absent) (or
+      O(set_as_default=false)) gives it back exactly; the marker goes when nothing is left to remember. No daemon
+      reads it, so a change to the marker alone needs no restart (RV(restart_required)). A drop-in needs no marker,
+      as the user's settings stay in the main file.
   returned: always
   type: list
   elements: str
@@ -286,14 +300,14 @@ backup_file:
   description: The backup of the file in RV(config_path), when there was one to take.
   returned: when O(backup=true) and RV(config_path) existed and changed
   type: str
-  sample: /etc/docker/daemon.json.2417.2026-11-22@07:49:12~
+  sample: /var/backups/kubegpu/etc/docker/daemon.json.2417.2026-11-22@07:49:12~
 backup_files:
   description:
     - Every backup taken, live file to backup. With a containerd drop-in this can hold both the main config and the
       drop-in; restore them all to roll back.
   returned: when O(backup=true)
   type: dict
-  sample: {"/etc/containerd/config.toml": "/etc/containerd/config.toml.2417.2026-11-22@07:49:12~"}
+  sample: {"/etc/containerd/config.toml": "/var/backups/kubegpu/etc/containerd/config.toml.2417.2026-11-22@07:49:12~"}
 diff:
   description:
     - One entry per changed file (the first file's unchanged text when nothing changes), with C(before), C(after),
@@ -305,7 +319,7 @@ diff:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _files, _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import RUNTIME_NAME, RUNTIME_PATH
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import registry
@@ -326,6 +340,7 @@ def main():
             config_version=dict(type="str", default="auto", choices=["auto", "2", "3", "4"]),
             state=dict(type="str", default="present", choices=["present", "absent"]),
             backup=dict(type="bool", default=False),
+            backup_dir=dict(type="path", default=_files.BACKUP_DIR, absolute=True),
             validate=dict(type="str"),
         ),
         supports_check_mode=True,

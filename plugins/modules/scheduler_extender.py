@@ -24,9 +24,18 @@ description:
   - Both files are replaced atomically with their owner and mode; their originals are kept once in O(state_dir)
     (outside the manifests directory, where the kubelet would run a copy as a second pod). O(state=absent) gives back
     the original bytes of each file that is as the module left it, and otherwise removes only what it added.
-  - Refuses, before writing, a file that is not a KubeSchedulerConfiguration (naming the file and the field), and
-    another extender that binds (kube-scheduler takes only one).
-  - With O(wait), waits until the kubelet has started a new kube-scheduler with the change and its C(/healthz) answers.
+  - Refuses, before writing (in check mode too), a file that is not a KubeSchedulerConfiguration (naming the file and
+    the field), every option kube-scheduler could not use (O(url_prefix), O(weight), O(http_timeout)), and an
+    C(extenders) list with nano-gpu's entry merged in that kube-scheduler's own validation would refuse (kubernetes
+    C(pkg/scheduler/apis/config/validation/validation.go), C(validateExtenders)) - a weight that is not positive
+    where there is a C(prioritizeVerb), a managed resource that is no extended resource name or is managed twice, a
+    second extender that binds - naming each field.
+  - With O(wait), waits until the kubelet has started a new kube-scheduler with the change, its C(/healthz) answers
+    C(ok) and still does a few seconds later. When it does not within O(wait_timeout), the module puts the previous
+    configuration file and manifest back (and its own record in O(state_dir)), waits for the kubelet to run the
+    scheduler on them, and fails saying what it saw and whether the scheduler is healthy again, as the
+    C(container_toolkit) role does for a runtime that does not come back. With O(wait=false) nothing is checked and
+    nothing is rolled back.
   - Kubespray renders the scheduler's configuration itself at every run; set its C(kube_scheduler_extenders) instead
     (the filter P(kubegpu.cluster.nano_gpu_kubespray_extenders#filter) renders the value).
 author:
@@ -42,37 +51,47 @@ options:
       - Where the scheduler reaches nano-gpu's extender, without the verb, such as V(http://10.96.0.50:39999/scheduler).
         The scheduler runs in the host's network, so a ClusterIP (with kube-proxy on the node) or the API server's
         service proxy; not a cluster DNS name. Required with O(state=present).
+      - Refused unless it is C(http) or C(https) with a host (an IP address or a DNS name that is not a cluster
+        Service name such as C(*.svc) or C(*.cluster.local)) and a port from 1 to 65535 if any, and has no credentials,
+        query or fragment (kube-scheduler posts to C(<url_prefix>/<verb>)).
     type: str
   weight:
-    description: The extender's weight in the scores.
+    description:
+      - The extender's weight in the scores; 1 or more, as kube-scheduler wants a positive weight for an extender that
+        prioritizes, and at most 92233720368547758 (kube-scheduler multiplies it by up to 100 in a 64-bit score).
     type: int
     default: 1
   http_timeout:
-    description: The scheduler's timeout for each call, such as V(30s); empty leaves kube-scheduler's default.
+    description:
+      - The scheduler's timeout for each call, a Go duration such as V(30s) or V(1m30s), more than zero (kube-scheduler
+        takes V(0s) as its default and a negative one as no timeout at all); empty leaves kube-scheduler's default (5 s).
     type: str
   ignorable:
     description: Schedule anyway when the extender does not answer (the pods asking for nano-gpu/gpu-percent then fail to bind).
     type: bool
     default: false
   manifest:
-    description: The kube-scheduler static pod manifest.
+    description: The kube-scheduler static pod manifest; an absolute path.
     type: path
     default: /etc/kubernetes/manifests/kube-scheduler.yaml
   config_path:
     description:
       - The KubeSchedulerConfiguration file to write where the pod has no C(--config) yet; defaults to
         C(/etc/kubernetes/kube-scheduler-config.yaml). Where it has one, that file is used and a different value fails.
+      - An absolute path.
     type: path
   state_dir:
-    description: Where the originals and the record of what was added are kept.
+    description: Where the originals and the record of what was added are kept; an absolute path.
     type: path
     default: /var/lib/kubegpu/nano-gpu/scheduler
   wait:
-    description: After a change of the manifest, wait for the restarted scheduler (a new process, its C(/healthz) ok).
+    description:
+      - After a change of the manifest, wait for the restarted scheduler (a new process, its C(/healthz) ok and still
+        ok a few seconds later), and put the previous files back when it does not come.
     type: bool
     default: true
   wait_timeout:
-    description: Seconds to wait for it.
+    description: Seconds to wait for it (and again, after a rollback, for the scheduler on the previous files); 0 or more.
     type: int
     default: 120
 extends_documentation_fragment:
@@ -151,30 +170,32 @@ waited_s:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu import constants as C
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu import kubeadm
 
 
 def main():
-    module = AnsibleModule(
+    module, rules = _options.module(
+        AnsibleModule,
         argument_spec=dict(
             state=dict(type="str", choices=["present", "absent"], default="present"),
             url_prefix=dict(type="str"),
-            weight=dict(type="int", default=1),
+            weight=dict(type="int", default=1, minimum=1),
             http_timeout=dict(type="str"),
             ignorable=dict(type="bool", default=False),
-            manifest=dict(type="path", default=C.SCHEDULER_MANIFEST),
-            config_path=dict(type="path"),
-            state_dir=dict(type="path", default=C.SCHEDULER_STATE_DIR),
+            manifest=dict(type="path", default=C.SCHEDULER_MANIFEST, absolute=True),
+            config_path=dict(type="path", absolute=True),
+            state_dir=dict(type="path", default=C.SCHEDULER_STATE_DIR, absolute=True),
             wait=dict(type="bool", default=True),
-            wait_timeout=dict(type="int", default=120),
+            wait_timeout=dict(type="int", default=120, minimum=0),
         ),
         required_if=[("state", "present", ["url_prefix"])],
         supports_check_mode=True,
     )
     run_module(module, lambda: kubeadm.run(module.params, check_mode=module.check_mode, want_diff=module._diff),
-               requires=(("PyYAML", kubeadm.YAML_ERROR),))
+               requires=(("PyYAML", kubeadm.YAML_ERROR),), rules=rules)
 
 
 if __name__ == "__main__":

@@ -101,3 +101,35 @@ def test_invalid_option_type_is_refused_by_the_argument_spec(playbook):
     assert code == 2
     failed = [r for r in results if r.get("failed")]
     assert len(failed) == 1 and "gpu_driver_require_gpu" in failed[0]["msg"]
+
+
+def test_check_mode_on_a_fresh_host_reads_the_pci_bus_with_the_hosts_own_python(tmp_path):
+    """Issue 26: in check mode on a fresh host (no virtualenv, no nvidia-ml-py) the role used to read nothing, so the
+    later stages planned the toolkit on every host, GPU or not. Now the host's own Python reads the PCI bus (gpu_facts
+    needs no nvidia-ml-py for that), and the role says what it cannot know yet. This machine has no NVIDIA GPU: the
+    fact says so, and the stages that key on it plan nothing here."""
+    import json  # pylint: disable=import-outside-toplevel
+    import shutil  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+    from ansible_cli import ROOT as CLI_ROOT, _environment  # pylint: disable=import-outside-toplevel
+    plain = shutil.which("python3", path="/usr/bin:/bin")
+    probe = subprocess.run([plain, "-c", "import pynvml"], capture_output=True, check=False) if plain else None
+    if plain is None or probe.returncode == 0:
+        pytest.skip("needs a system python3 without nvidia-ml-py (found: %s)" % plain)
+    play = tmp_path / "play.yml"
+    play.write_text(PLAYBOOK)
+    venv = tmp_path / "not-there-yet"
+    command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "--check", str(play), "-e",
+               json.dumps({"ansible_python_interpreter": plain, "python_env_venv": str(venv)})]
+    proc = subprocess.run(command, env=_environment(), capture_output=True, text=True, check=False, cwd=CLI_ROOT,
+                          timeout=600)
+    tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
+    results = [(t["task"]["name"].split(" : ")[-1], t["hosts"]["localhost"]) for t in tasks if "localhost" in t["hosts"]]
+    assert proc.returncode == 0, results
+    reads = [r for name, r in results if name.startswith("Read the GPUs again") and "ansible_facts" in r]
+    assert reads, results
+    gpu = reads[-1]["ansible_facts"]["gpu"]
+    assert gpu["nvml"]["status"] == "bindings_missing" and gpu["present"] is False
+    said = [r["msg"] for name, r in results if name == "Explain what check mode cannot know yet"]
+    assert said and "the driver cannot be asked in check mode yet" in said[0] and "plan nothing for this node" in said[0]
+    assert not venv.exists()  # check mode: nothing made

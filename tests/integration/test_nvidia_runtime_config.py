@@ -84,7 +84,8 @@ def test_docker_check_real_idempotent_with_diff_backup_and_ownership(tmp_path):
     owner = root_owner()
     path = seed(tmp_path, "daemon.json", mode=0o640, owner=owner)
     original = path.read_bytes()
-    args = {"runtime": "docker", "config_path": str(path), "backup": True, "cdi": True}
+    args = {"runtime": "docker", "config_path": str(path), "backup": True, "cdi": True,
+            "backup_dir": str(tmp_path / "backups")}
 
     before = snapshot(tmp_path)
     rc, check = module(args, check=True, diff=True)
@@ -215,7 +216,7 @@ def _assert_containerd_loads_ours_and_the_users(main, cdi=False):
 def test_containerd_v2_in_place_validated_by_containerd(tmp_path):
     owner = root_owner()
     main = seed(tmp_path, "containerd-1.6-kubeadm.toml", "config.toml", mode=0o600, owner=owner)
-    args = {"runtime": "containerd", "config_path": str(main), "backup": True}
+    args = {"runtime": "containerd", "config_path": str(main), "backup": True, "backup_dir": str(tmp_path / "backups")}
     before = snapshot(tmp_path)
     rc, check = module(args, check=True, diff=True)
     assert rc == 0 and check["changed"] and snapshot(tmp_path) == before
@@ -236,7 +237,8 @@ def test_containerd_v2_in_place_validated_by_containerd(tmp_path):
 def test_containerd_v2_drop_in_validated_by_containerd(tmp_path):
     main = seed(tmp_path, "containerd-1.6-kubeadm.toml", "config.toml")
     drop = tmp_path / "conf.d" / "99-nvidia.toml"
-    args = {"runtime": "containerd", "config_path": str(main), "drop_in_path": str(drop), "backup": True}
+    args = {"runtime": "containerd", "config_path": str(main), "drop_in_path": str(drop), "backup": True,
+            "backup_dir": str(tmp_path / "backups")}
 
     before = snapshot(tmp_path)
     rc, check = module(args, check=True, diff=True)
@@ -480,3 +482,48 @@ def test_crio_in_place_and_drop_in(tmp_path):
     assert rc == 0 and not again["changed"]
     rc, gone = module(dict(args, state="absent"))
     assert rc == 0 and not drop.exists() and conf.read_text() == original
+
+
+def test_crio_present_and_absent_leave_crio_conf_d_exactly_as_it_was(tmp_path):
+    """Issue 26: CRI-O reads every file under crio.conf.d (cri-o pkg/config/config.go, UpdateFromPath walks it), so a
+    backup of the drop-in beside it was loaded after it, old settings and all, even after state=absent. Here the
+    directory holds a packaged 10-crio.conf; present, a changed present (a backup of the drop-in is taken) and absent
+    (another) must leave it byte for byte, inode for inode, with nothing added; the backups are in backup_dir."""
+    etc = tmp_path / "etc" / "crio"
+    conf_d = etc / "crio.conf.d"
+    conf_d.mkdir(parents=True)
+    (conf_d / "10-crio.conf").write_text('[crio.runtime]\ndefault_runtime = "crun"\n\n'
+                                         '[crio.runtime.runtimes.crun]\nruntime_path = "/usr/bin/crun"\n')
+    conf = seed(etc, "crio.conf")
+    backups = tmp_path / "backups"
+    before = snapshot(conf_d)
+    drop = conf_d / "99-nvidia.toml"
+    args = {"runtime": "crio", "config_path": str(conf), "drop_in_path": str(drop), "backup": True,
+            "backup_dir": str(backups)}
+
+    rc, check = module(args, check=True)
+    assert rc == 0 and check["changed"] and snapshot(conf_d) == before and not backups.exists()
+    rc, first = module(args)
+    assert rc == 0 and first["changed_files"] == [str(drop)] and first["backup_files"] == {}
+    assert sorted(os.listdir(str(conf_d))) == ["10-crio.conf", "99-nvidia.toml"]
+    rc, changed = module(dict(args, runtime_path="/usr/local/bin/nvidia-container-runtime"))
+    assert rc == 0 and changed["changed"] and sorted(os.listdir(str(conf_d))) == ["10-crio.conf", "99-nvidia.toml"]
+    backup = changed["backup_files"][str(drop)]
+    assert backup.startswith(str(backups / str(drop).lstrip("/"))) and "runtime_path = \"%s\"" % BIN in open(backup).read()
+    rc, gone = module(dict(args, state="absent"))
+    assert rc == 0 and gone["changed"] and str(drop) in gone["backup_files"]
+    assert snapshot(conf_d) == before  # nothing added, nothing touched
+    assert [p.name for p in etc.iterdir() if p.name.startswith(".")] == []  # no candidate left behind either
+    assert oct(os.stat(str(backups)).st_mode & 0o777) == "0o700"
+
+
+def test_crio_refuses_a_backup_dir_it_reads(tmp_path):
+    conf_d = tmp_path / "crio.conf.d"
+    conf_d.mkdir()
+    drop = conf_d / "99-nvidia.toml"
+    drop.write_text("[crio.runtime]\n")
+    before = snapshot(tmp_path)
+    rc, result = module({"runtime": "crio", "config_path": str(tmp_path / "crio.conf"), "drop_in_path": str(drop),
+                         "backup": True, "backup_dir": str(conf_d / "old")})
+    assert rc != 0 and "where CRI-O reads every file" in result["msg"] and "backup_dir" in result["msg"]
+    assert snapshot(tmp_path) == before

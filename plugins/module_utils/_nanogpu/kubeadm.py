@@ -19,7 +19,9 @@ file named by ``--config``. So, on a control-plane node:
   starting with a dot, kubernetes pkg/kubelet/config/file.go), owner and mode kept, the originals saved once in a
   state directory *outside* the manifests directory (the kubelet would run a copy left there as a second pod);
 - ``state=absent`` gives back exactly the original bytes of each file that is still as this module left it, and
-  otherwise removes only what it added.
+  otherwise removes only what it added;
+- nothing is written unless every field passes what kube-scheduler would check (:mod:`.scheduler`), and a scheduler
+  that does not come back healthy after the change gets the previous files back (:func:`_roll_back`).
 
 Everything here but :func:`run` and the waits is pure, on parsed data or text.
 """
@@ -42,9 +44,9 @@ except ImportError:  # Python 2, never the managed hosts of this collection
     HTTPSHandler = ProxyHandler = build_opener = None
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _files
-from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, KubegpuError, OptionError
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, KubegpuError, OptionError, WaitTimeout
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu import constants as C
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu.scheduler import extender_entry
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu.scheduler import extender_entry, extender_problems
 
 try:
     import yaml
@@ -149,7 +151,12 @@ def kubespray_extenders(url_prefix, existing=None, weight=1, http_timeout=None, 
         if not isinstance(item, dict) or not isinstance(item.get("urlPrefix"), str):
             raise OptionError(C.KUBESPRAY_EXTENDERS_VARIABLE, "item %d is not an extender (a mapping with urlPrefix)" % index)
     entry = extender_entry(url_prefix, weight=weight, http_timeout=http_timeout, ignorable=ignorable)
-    return merge_extenders(existing, entry, where=C.KUBESPRAY_EXTENDERS_VARIABLE)
+    merged = merge_extenders(existing, entry, where=C.KUBESPRAY_EXTENDERS_VARIABLE)
+    problems = extender_problems(merged, where=C.KUBESPRAY_EXTENDERS_VARIABLE)
+    if problems:
+        raise OptionError(C.KUBESPRAY_EXTENDERS_VARIABLE, "kube-scheduler would refuse it with nano-gpu's entry merged "
+                                                          "in: %s" % "; ".join(problems))
+    return merged
 
 
 def new_config(kubeconfig):
@@ -162,10 +169,15 @@ def new_config(kubeconfig):
 
 
 def config_with(text, path, entry, kubeconfig):
-    """The configuration text with ``entry`` merged (the text itself when nothing changes)."""
+    """The configuration text with ``entry`` merged (the text itself when nothing changes). The merged ``extenders``
+    must pass what kube-scheduler validates (:func:`scheduler.extender_problems`), or nothing is written."""
     data = check_config(load(text, path), path) if text is not None else new_config(kubeconfig)
     merged = dict(data)
     merged["extenders"] = merge_extenders(data.get("extenders"), entry)
+    problems = extender_problems(merged["extenders"])
+    if problems:
+        raise FileError("kube-scheduler would refuse its extenders with nano-gpu's merged in, so nothing was written: "
+                        "%s; correct the file" % "; ".join(problems), path=path, field="extenders")
     if text is not None and merged == data:
         return text
     return dump(merged)
@@ -425,27 +437,39 @@ def healthz(url, timeout=2):
 
 
 def wait_restarted(before, url, config_flag, present, timeout, sleep=time.sleep, clock=time.time, pids=scheduler_pids,
-                   check=healthz):
+                   check=healthz, settle=3):
     """Wait (at most ``timeout`` s, 1 s apart) until a kube-scheduler process that was not running before the
-    change runs with (``present``) or without ``config_flag`` and ``url`` answers ok. Returns the seconds taken."""
+    change runs with (``present``) or without ``config_flag``, ``url`` answers ok, and both still hold ``settle`` s
+    later (a configuration kube-scheduler refuses ends the process at start; one it takes keeps it running). Returns
+    the seconds taken; raises :class:`WaitTimeout` with what was seen last."""
     start = clock()
     last = "no kube-scheduler process yet"
     while True:
         now = pids()
-        fresh = dict((p, a) for p, a in now.items() if p not in before)
+        fresh = dict((p, a) for p, a in now.items() if p not in before and _serves(a, url))
         runs = [p for p, a in fresh.items() if (any(x == config_flag or x.startswith(config_flag + "=")
                                                     for x in a)) == present]
         if runs:
             if check(url):
-                return round(clock() - start, 1)
-            last = "kube-scheduler %s runs but %s does not answer ok yet" % (runs[0], url)
+                sleep(settle)
+                if set(runs) & set(pids()) and check(url):
+                    return round(clock() - start, 1)
+                last = "kube-scheduler %s answered ok at %s, then stopped answering or exited" % (runs[0], url)
+            else:
+                last = "kube-scheduler %s runs but %s does not answer ok yet" % (runs[0], url)
         elif fresh:
             last = "a new kube-scheduler runs, but %s --config" % ("without" if present else "still with")
         if clock() - start >= timeout:
-            raise KubegpuError("the kubelet did not bring kube-scheduler back as changed within %d s (%s); the files "
-                               "are written: see the kubelet's log and the scheduler's container log (crictl ps -a, "
-                               "crictl logs)" % (timeout, last))
+            raise WaitTimeout("the kubelet did not bring kube-scheduler back healthy as changed within %d s (%s)"
+                              % (timeout, last))
         sleep(1)
+
+
+def _serves(argv, url):
+    """Whether a kube-scheduler of command line ``argv`` serves on the port of ``url`` (its --secure-port, 10259 by
+    default): a second scheduler on the node (a test's, another profile's) is not the one the kubelet restarted."""
+    port = flag(argv, "--secure-port") or str(C.SCHEDULER_SECURE_PORT)
+    return url.split("/")[2].rsplit(":", 1)[-1] == port if url.count("/") >= 2 else True
 
 
 def healthz_url(container):
@@ -479,6 +503,7 @@ def run(params, check_mode=False, want_diff=False, waiter=wait_restarted):
         if params["state"] == "absent" and record:
             shutil.rmtree(state_dir, ignore_errors=True)
         return result
+    state_before = _read_dir(state_dir)
     before_pids = scheduler_pids()
     if params["state"] == "present":
         record = dict(record or {})
@@ -495,26 +520,88 @@ def run(params, check_mode=False, want_diff=False, waiter=wait_restarted):
             entry["written_sha256"] = sha256(after)
             record[key] = entry
         record["added"] = the_plan["added"]
-        # the configuration first: the scheduler the kubelet starts from the new manifest reads it at once
-        if config_after != config_before:
-            _write(config_path, config_after)
-        if manifest_after != manifest_before:
-            _write(manifest_path, manifest_after)
         _files.make_dirs(state_dir)
         _files.Staged(os.path.join(state_dir, RECORD), json.dumps(record, indent=2, sort_keys=True) + "\n").commit()
-    else:
-        # the manifest first: the scheduler must stop reading the file before it changes or goes
-        if manifest_after != manifest_before:
-            _write(manifest_path, manifest_after)
+    _put(config_path, config_before, config_after, manifest_path, manifest_before, manifest_after)
+    if params.get("wait") and manifest_after != manifest_before:
+        url = healthz_url(scheduler_container(load(manifest_after, manifest_path), manifest_path))
+        result["healthz"] = url
+        expect_config = config_path_of(load(manifest_after, manifest_path), manifest_path) is not None
+        try:
+            result["waited_s"] = waiter(before_pids, url, "--config", expect_config, params["wait_timeout"])
+        except WaitTimeout as exc:
+            _roll_back(params, the_plan, state_before, exc, waiter)
+    if params["state"] == "absent":
+        shutil.rmtree(state_dir, ignore_errors=True)
+    return result
+
+
+def _put(config_path, config_before, config_after, manifest_path, manifest_before, manifest_after):
+    """Write both files in the order that never lets the kubelet start a scheduler on a half-made change: where the new
+    manifest reads the configuration, the configuration first (the scheduler the kubelet starts reads it at once),
+    else the manifest first (the scheduler must stop reading the file before it changes or goes)."""
+    def config():
         if config_after != config_before:
             if config_after is None:
                 _files.remove(config_path)
             else:
                 _write(config_path, config_after)
-        shutil.rmtree(state_dir, ignore_errors=True)
-    if params.get("wait") and manifest_after != manifest_before:
-        url = healthz_url(scheduler_container(load(manifest_after, manifest_path), manifest_path))
-        result["healthz"] = url
-        expect_config = config_path_of(load(manifest_after, manifest_path), manifest_path) is not None
-        result["waited_s"] = waiter(before_pids, url, "--config", expect_config, params["wait_timeout"])
-    return result
+
+    def manifest():
+        if manifest_after != manifest_before:
+            _write(manifest_path, manifest_after)
+
+    reads_config = manifest_after is not None and config_path_of(load(manifest_after, manifest_path), manifest_path)
+    for step in ((config, manifest) if reads_config else (manifest, config)):
+        step()
+
+
+def _read_dir(directory):
+    """The files of ``directory`` (name to bytes), or None when it does not exist."""
+    if not os.path.isdir(directory):
+        return None
+    out = {}
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as handle:
+                out[name] = handle.read()
+    return out
+
+
+def _restore_dir(directory, files):
+    """``directory`` as :func:`_read_dir` found it (gone when it was not there)."""
+    if files is None:
+        shutil.rmtree(directory, ignore_errors=True)
+        return
+    _files.make_dirs(directory)
+    for name in os.listdir(directory):
+        if name not in files:
+            _files.remove(os.path.join(directory, name))
+    for name, data in files.items():
+        with open(os.path.join(directory, name), "wb") as handle:
+            handle.write(data)
+
+
+def _roll_back(params, the_plan, state_before, failure, waiter):
+    """The new scheduler did not come back healthy: put the previous configuration and manifest back, the way
+    container_toolkit puts a runtime's previous files back, wait for the kubelet to run the scheduler on them, and fail
+    saying both."""
+    manifest_path, manifest_before, manifest_after = the_plan["manifest"][:3]
+    config_path, config_before, config_after = the_plan["config"][:3]
+    before_pids = scheduler_pids()
+    # the other way round: what is there now (after) is replaced by what was there (before)
+    _put(config_path, config_before=config_after, config_after=config_before, manifest_path=manifest_path,
+         manifest_before=manifest_after, manifest_after=manifest_before)
+    _restore_dir(params["state_dir"], state_before)
+    old = load(manifest_before, manifest_path)
+    url = healthz_url(scheduler_container(old, manifest_path))
+    try:
+        waited = waiter(before_pids, url, "--config", config_path_of(old, manifest_path) is not None,
+                        params["wait_timeout"])
+        back = "kube-scheduler is healthy on them again (%s answered ok after %s s)" % (url, waited)
+    except WaitTimeout as again:
+        back = "kube-scheduler did NOT come back on them either (%s): see the kubelet's log" % again
+    raise KubegpuError("%s; the previous %s and %s were put back and %s. What the new scheduler said is in its "
+                       "container's log (crictl ps -a --name kube-scheduler, then crictl logs <id>)"
+                       % (failure, config_path, manifest_path, back))

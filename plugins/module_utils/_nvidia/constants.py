@@ -70,6 +70,14 @@ CONFIG_NAME_MAX = 20  # "nvidia-device-plugin-mps-control-daemon-<name>" stays a
 LABEL_PLUGIN_CONFIG = "kubegpu.cluster/plugin-config"  # on our pods: which config a DaemonSet's pods run
 MPS_ROOT = "/run/nvidia/mps"  # the plugin's mpsRoot on the host; /mps inside its pod
 KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
+# CDI (deviceListStrategy cdi-annotations, cdi-cri): the plugin writes its CDI spec to /var/run/cdi, where the container
+# runtime reads it when it resolves the devices Allocate names (internal/cdi/cdi.go, cdiRoot), and generates it from
+# the driver it finds under containerDriverRoot, the host's nvidiaDriverRoot mounted there (api/config/v1/flags.go and
+# cmd/nvidia-device-plugin/main.go, DefaultContainerDriverRoot; the chart mounts it read-only,
+# deployments/helm/nvidia-device-plugin/templates/daemonset-device-plugin.yml).
+CDI_ROOT = "/var/run/cdi"
+CONTAINER_DRIVER_ROOT = "/driver-root"
+CDI_LIST_STRATEGIES = ("cdi-annotations", "cdi-cri")
 GPU_TOLERATION = {"key": RESOURCE_GPU, "operator": "Exists", "effect": "NoSchedule"}
 DEFAULT_NODE_SELECTOR = {LABEL_GPU_PRESENT: "true"}
 DEFAULT_TOLERATIONS = [GPU_TOLERATION, {"key": "CriticalAddonsOnly", "operator": "Exists"}]

@@ -27,6 +27,11 @@ _STATUS_ADVICE = {
         "after a driver install, and check 'dmesg | grep -i nvrm' for why it failed to load"
     ),
     "no_permission": "NVML refused access to the GPUs; run the play with become: true or fix the permissions of /dev/nvidia*",
+    "bindings_missing": (
+        "nvidia-ml-py is not installed for the Python that read the GPUs, so the driver could not be asked; let the "
+        "gpu_driver role manage the collection's virtualenv (gpu_driver_python_manage: true) or install nvidia-ml-py "
+        "there, then run again"
+    ),
     "version_mismatch": (
         "the NVIDIA driver was upgraded but the kernel module still loaded is the old one (Driver/library version "
         "mismatch); reboot the node (drained first), or run kubegpu.cluster.driver_upgrade, which drains, reboots and "

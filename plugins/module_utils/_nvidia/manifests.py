@@ -20,7 +20,8 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects impor
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import owner_labels
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import health
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    APP_NAME, CONFIG_DIR, CONFIG_KEY, CONFIGMAP_NAME, DEFAULT_CONFIG_NAME, DEFAULT_NODE_SELECTOR,
+    APP_NAME, CDI_LIST_STRATEGIES, CDI_ROOT, CONFIG_DIR, CONFIG_KEY, CONFIGMAP_NAME, CONTAINER_DRIVER_ROOT,
+    DEFAULT_CONFIG_NAME, DEFAULT_DRIVER_ROOT, DEFAULT_NODE_SELECTOR,
     DEFAULT_PRIORITY_CLASS, DEFAULT_TOLERATIONS, DEPLOY_LABEL_ON, DEVICE_PLUGIN_NAMESPACE, DEVICE_PLUGIN_VERSION,
     GFD_NAME, KUBELET_DEVICE_PLUGINS, LABEL_DEPLOY_DEVICE_PLUGIN, LABEL_DEPLOY_GFD, LABEL_DEVICE_PLUGIN_CONFIG,
     LABEL_MPS_CAPABLE, LABEL_PLUGIN_CONFIG, MPS_DAEMON_NAME, MPS_ROOT, PLUGIN_NAME, RUNTIME_NAME, default_image,
@@ -45,8 +46,15 @@ _PRIVILEGED = {"privileged": True}
 
 class _Placement(object):
     """Where one config's pods run: the user's node selector, the operand's deploy label (so NVIDIA's MIG manager can
-    pause them), and with several configs the config label (``nvidia.com/device-plugin.config``): a named config's
-    nodes carry its name, the default config runs on every node without the label (or naming the default)."""
+    pause them), and the config label (``nvidia.com/device-plugin.config``): a named config's nodes carry its name,
+    the default config runs on every node without the label (or naming the default).
+
+    The default config's DaemonSets are the same objects whether named configs exist or not: the same name (the one
+    earlier releases used), selector and pod template, node affinity included. So adding the first named config, or
+    removing the last, changes no pod of a node whose config stayed the default (issue 26: the default DaemonSet was
+    deleted and created again under another name, restarting the plugin on every GPU node). Their selector also
+    matches the named configs' pods, which carry one more label; the DaemonSet controller leaves pods another
+    controller owns alone (pkg/controller/daemon/daemon_controller.go, getDaemonPods through ClaimPods)."""
 
     def __init__(self, params, name, names):
         self.params = params
@@ -58,13 +66,13 @@ class _Placement(object):
                         else DEFAULT_NODE_SELECTOR)
         if self.params.get("deploy_labels", True):
             selector[deploy_label] = DEPLOY_LABEL_ON
-        if self.multi and self.name != DEFAULT_CONFIG_NAME:
+        if self.name != DEFAULT_CONFIG_NAME:
             selector[LABEL_DEVICE_PLUGIN_CONFIG] = self.name
         selector.update(extra or {})
         return selector
 
     def affinity(self):
-        if not (self.multi and self.name == DEFAULT_CONFIG_NAME):
+        if self.name != DEFAULT_CONFIG_NAME:
             return None
         # A node without the config label, or one that names the default. Not "NotIn <the named configs>": that list
         # is in the default DaemonSets' pod template, so adding or removing a named config for one node would roll the
@@ -75,12 +83,12 @@ class _Placement(object):
                                    "values": [DEFAULT_CONFIG_NAME]}]}]}}}
 
     def object_name(self, base, single=None):
-        """``<base>-<config>`` with several configs, else ``single`` (or ``base``): one config keeps the names
-        earlier releases used, so a plain upgrade rolls nothing."""
-        return "%s-%s" % (base, self.name) if self.multi else (single or base)
+        """``<base>-<config>`` for a named config; the default config's is ``single`` (or ``base``), with or without
+        named configs beside it."""
+        return (single or base) if self.name == DEFAULT_CONFIG_NAME else "%s-%s" % (base, self.name)
 
     def labels(self):
-        return {LABEL_PLUGIN_CONFIG: self.name} if self.multi else {}
+        return {} if self.name == DEFAULT_CONFIG_NAME else {LABEL_PLUGIN_CONFIG: self.name}
 
 
 def _pod_spec(params, placement, deploy_label, containers, volumes, service_account=None, extra_selector=None,
@@ -142,6 +150,38 @@ _MPS_VOLUMES = [{"name": "mps-root", "hostPath": {"path": MPS_ROOT, "type": "Dir
 _MPS_MOUNTS = [{"name": "mps-shm", "mountPath": "/dev/shm"}, {"name": "mps-root", "mountPath": "/mps"}]
 
 
+def _strategy_parts(config):
+    """What the plugin container of a config needs beyond the kubelet's socket directory and the config, as NVIDIA's
+    chart gives it (deployments/helm/nvidia-device-plugin/templates/daemonset-device-plugin.yml and _helpers.tpl):
+    ``(mounts, volumes, env, security context)``.
+
+    - A CDI device list strategy (cdi-annotations, cdi-cri): the host's ``/var/run/cdi``, where the plugin writes the
+      CDI spec of its devices and the runtime reads it, and the driver root (``flags.nvidiaDriverRoot``, ``/`` by
+      default) read-only at ``/driver-root``, from which the plugin generates that spec. Without them the plugin's
+      spec never reaches the runtime, and a pod's CDI devices cannot be resolved.
+    - A MIG strategy other than none: ``NVIDIA_MIG_MONITOR_DEVICES=all`` (the chart's addMigMonitorDevices).
+    - A MIG strategy other than none, or the volume-mounts strategy: the capability SYS_ADMIN, in the chart's own
+      security context (requiresCapSysAdmin) in place of the hardened one."""
+    flags = config.get("flags") or {}
+    plugin = flags.get("plugin") or {}
+    strategies = plugin.get("deviceListStrategy") or []
+    strategies = [strategies] if isinstance(strategies, str) else list(strategies)
+    mig = flags.get("migStrategy") not in (None, "none")
+    mounts, volumes, env = [], [], []
+    if any(s in CDI_LIST_STRATEGIES for s in strategies):
+        mounts += [{"name": "driver-root", "mountPath": plugin.get("containerDriverRoot") or CONTAINER_DRIVER_ROOT,
+                    "readOnly": True},
+                   {"name": "cdi-root", "mountPath": CDI_ROOT}]
+        volumes += [{"name": "driver-root", "hostPath": {"path": flags.get("nvidiaDriverRoot") or DEFAULT_DRIVER_ROOT,
+                                                         "type": "Directory"}},
+                    {"name": "cdi-root", "hostPath": {"path": CDI_ROOT, "type": "DirectoryOrCreate"}}]
+    if mig:
+        env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
+    security = ({"capabilities": {"add": ["SYS_ADMIN"]}} if mig or "volume-mounts" in strategies
+                else copy.deepcopy(_SECURITY_CONTEXT))
+    return mounts, volumes, env, security
+
+
 def render(params, configs=None):
     """Every object the deployment needs, in apply order, as plain dicts (the namespace is the object set's):
     ``configs`` is :func:`plugin_config.named_configs`' list, each config with its own DaemonSets."""
@@ -173,11 +213,14 @@ def render(params, configs=None):
         if mps:
             mounts.extend(copy.deepcopy(_MPS_MOUNTS))
             volumes.extend(copy.deepcopy(_MPS_VOLUMES))
+        more_mounts, more_volumes, more_env, security = _strategy_parts(config)
+        mounts.extend(more_mounts)
+        volumes.extend(more_volumes)
         plugin = {
             "name": "nvidia-device-plugin-ctr",
             "image": image,
-            "env": [dict(_CONFIG_ENV)] + health.env(params.get("health_checks")),
-            "securityContext": copy.deepcopy(_SECURITY_CONTEXT),
+            "env": [dict(_CONFIG_ENV)] + more_env + health.env(params.get("health_checks")),
+            "securityContext": security,
             "volumeMounts": mounts,
         }
         objects.append(_daemonset(placement.object_name(APP_NAME, PLUGIN_NAME), "device-plugin", namespace, placement,

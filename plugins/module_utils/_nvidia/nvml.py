@@ -24,6 +24,10 @@ STATUS_DRIVER_NOT_LOADED = "driver_not_loaded"
 STATUS_NO_PERMISSION = "no_permission"
 STATUS_VERSION_MISMATCH = "version_mismatch"  # NVML_ERROR_LIB_RM_VERSION_MISMATCH: a driver upgraded, not rebooted
 STATUS_ERROR = "error"
+STATUS_BINDINGS_MISSING = "bindings_missing"  # no nvidia-ml-py (pynvml) for the Python that runs the module
+BINDINGS_MISSING = ("nvidia-ml-py (the pynvml module) is not installed for this Python, so NVML was not asked; the NVIDIA "
+                    "GPUs on the PCI bus are listed all the same (pip install nvidia-ml-py, or the python_env role, "
+                    "which gpu_driver runs, to read them through NVML)")
 
 # NVML return codes that mean "this GPU or driver does not have that", not "something broke".
 _ABSENT_CODES = ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND", "NVML_ERROR_NOT_FOUND")
@@ -357,7 +361,8 @@ def _instance_id(value):
 
 
 def gather_gpu_facts(nvml, pci_devices_path=_host.PCI_DEVICES_PATH, proc_modules=_host.PROC_MODULES_PATH):
-    """Return the ``gpu`` fact dictionary (documented in the gpu_facts module's RETURN)."""
+    """Return the ``gpu`` fact dictionary (documented in the gpu_facts module's RETURN). ``nvml`` is pynvml, or None
+    where it is not installed: the PCI bus and the kernel modules are read all the same."""
     facts = {
         "present": False,
         "nvml": {"status": STATUS_OK, "message": ""},
@@ -370,6 +375,10 @@ def gather_gpu_facts(nvml, pci_devices_path=_host.PCI_DEVICES_PATH, proc_modules
         "pci": _host.pci_gpus(PCI_VENDOR_ID, pci_devices_path),
         "kernel_modules": _host.loaded_kernel_modules(proc_modules, KERNEL_MODULES),
     }
+    if nvml is None:
+        facts["nvml"] = {"status": STATUS_BINDINGS_MISSING, "message": BINDINGS_MISSING}
+        facts["present"] = bool(facts["pci"])
+        return facts
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:

@@ -20,9 +20,9 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import Opt
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import names
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import health
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    CONFIG_KEY, CONFIG_NAME_MAX, DEFAULT_CONFIG_NAME, DEFAULT_DEVICE_ID_STRATEGY, DEFAULT_DEVICE_LIST_STRATEGY,
+    APP_NAME, CONFIG_KEY, CONFIG_NAME_MAX, DEFAULT_CONFIG_NAME, DEFAULT_DEVICE_ID_STRATEGY, DEFAULT_DEVICE_LIST_STRATEGY,
     DEFAULT_DRIVER_ROOT, DEFAULT_MIG_STRATEGY, DEVICE_ID_STRATEGIES, DEVICE_LIST_STRATEGIES, MAX_RESOURCE_NAME_LENGTH,
-    MIG_STRATEGIES, MPS_ROOT, RESOURCE_GPU, SHARING_STRATEGIES, resource,
+    MIG_STRATEGIES, MPS_DAEMON_NAME, MPS_ROOT, PLUGIN_NAME, RESOURCE_GPU, SHARING_STRATEGIES, resource,
 )
 
 _DEVICE_INDEX = re.compile(r"^[0-9]+(:[0-9]+)?$")
@@ -158,6 +158,20 @@ def build_config(params):
 CONFIG_OPTIONS = ("mig_strategy", "sharing")
 
 
+def _taken_by_the_default(name):
+    """``(object name, whose)`` where a named config ``name`` would give its plugin DaemonSet (``<app>-<name>``) the
+    name of another one: the default config's plugin (``<app>-daemonset``) or an MPS control daemon
+    (``<app>-mps-control-daemon[-<config>]``); else None."""
+    plugin = "%s-%s" % (APP_NAME, name)
+    if plugin == PLUGIN_NAME:
+        return plugin, "default config's device plugin"
+    if plugin == MPS_DAEMON_NAME or plugin.startswith(MPS_DAEMON_NAME + "-"):
+        whose = ("the default config" if plugin == MPS_DAEMON_NAME
+                 else "config '%s'" % plugin[len(MPS_DAEMON_NAME) + 1:])
+        return plugin, "MPS control daemon of %s" % whose
+    return None
+
+
 def named_configs(params):
     """``[(name, config)]``: ``default`` (the top-level options) first, then each of ``configs`` by name, each the
     top-level options with the named config's ``mig_strategy`` and ``sharing`` in their place. Raises
@@ -170,6 +184,10 @@ def named_configs(params):
         if not names.is_dns_label(name) or len(name) > CONFIG_NAME_MAX:
             raise OptionError(where, "a config name must be a DNS label (lower case letters, digits and '-') of at "
                                      "most %d characters" % CONFIG_NAME_MAX)
+        taken = _taken_by_the_default(name)
+        if taken:
+            raise OptionError(where, "'%s' would give a named config's DaemonSet the name %s, which the %s has; choose "
+                                     "another name" % (name, taken[0], taken[1]))
         if not isinstance(options, dict):
             raise OptionError(where, "must be a dict with mig_strategy and/or sharing")
         unknown = sorted(set(options) - set(CONFIG_OPTIONS))

@@ -251,13 +251,31 @@ def record(result, under, now=None):
 
 def still_valid(last, under, resources):
     """Why the last proof on a node (``last``, from :func:`read_record`) still stands for a proof under ``under``
-    on a node that now advertises ``resources``: an empty string when it does not (prove again)."""
-    if not last or not under or any(under.get(k) is None for k in UNDER_KEYS):
+    on a node that now advertises ``resources``: an empty string when it does not (prove again).
+
+    The proof itself (``under["proof"]``) must be the same. Of the rest (:data:`UNDER_KEYS`), a value this run knows
+    must equal the recorded one; a value it does not know (None: the role that reads it did not run in this play, so
+    this play did not change it either) is taken as unchanged. A recorded None with a value known now proves again:
+    that proof never ran under a known value."""
+    if not last or not under:
         return ""
-    if last.get("under") != under or not (resources or {}).get(last.get("resource")):
+    recorded = last.get("under") or {}
+    if under.get("proof") != recorded.get("proof") or not (resources or {}).get(last.get("resource")):
         return ""
-    return ("unchanged since the proof passed at %s (config %s, driver %s, runtime %s)"
-            % (last.get("passed_at"), under["config_hash"][:12], under["driver_version"], under["runtime"]))
+    if any(under.get(k) is not None and under.get(k) != recorded.get(k) for k in UNDER_KEYS):
+        return ""
+    unknown = [k for k in UNDER_KEYS if under.get(k) is None]
+    return ("unchanged since the proof passed at %s (config %s, driver %s, runtime %s)%s"
+            % (last.get("passed_at"), (recorded.get("config_hash") or "unknown")[:12], recorded.get("driver_version"),
+               recorded.get("runtime"),
+               "; not read in this run, so taken as unchanged: %s" % ", ".join(unknown) if unknown else ""))
+
+
+def merged_under(under, last):
+    """What a proof that passed now ran under, for its record: ``under``, with each value this run did not know taken
+    from the node's last record (``last``, or None), as :func:`still_valid` took it."""
+    recorded = (last or {}).get("under") or {}
+    return dict(under, **dict((k, recorded.get(k)) for k in UNDER_KEYS if under.get(k) is None))
 
 
 def from_record(node, last, why):
@@ -305,7 +323,8 @@ def settled(params, found):
     that just listed them has them), no proof has to run: every planned proof stands on its node's record. None
     when one must run, or when the module would fail (it then says why). ``params`` are the module's options; those
     left out or null take the module's defaults (:data:`DECIDING_DEFAULTS`)."""
-    params = dict(DECIDING_DEFAULTS, **dict((k, v) for k, v in params.items() if v is not None))
+    # None or "" is "left out" (ansible-core before 2.19 templates a role's `x or none` to "", not to None)
+    params = dict(DECIDING_DEFAULTS, **dict((k, v) for k, v in params.items() if v not in (None, "")))
     if params.get("readiness_taint") and any(taints.has(n, READINESS_TAINT) for n in found):
         return None  # a gated node: the module clears it, by a proof or by the record that stands for one
     try:
@@ -354,7 +373,7 @@ class Proof(object):
             node = result.get("node")
             if not result.get("passed") or node not in under:
                 continue
-            value = record(result, under[node])
+            value = record(result, merged_under(under[node], self.records.get(node)))
             if not check_mode:
                 self.client.apply({"apiVersion": "v1", "kind": "Node",
                                    "metadata": {"name": node, "annotations": {ANNOTATION_LAST_PROOF: value}}})

@@ -128,6 +128,7 @@ class Plan(object):
         self.drop_in_path = drop_in_path
         self.drop_in_entry = drop_in_entry
         self.version = None
+        self.marker_path = None  # where the engine's marker is (in-place edits only)
         self.changes = []
 
     @property
@@ -156,6 +157,16 @@ class Runtime(object):
     def owns(self, path):
         """Why ``path`` (links resolved) is a file this runtime writes itself, which an edit by another adapter would
         not survive (a sentence), or None."""
+        return None
+
+    def reads(self, path, the_plan):
+        """Why this runtime's daemon reads ``path`` (absolute, links resolved) as configuration, by its own include rules
+        (a sentence), or None. The engine asks before it puts a file of its own anywhere (a backup, the marker, a
+        staged candidate): none may be read, or the daemon would load an old copy of its settings on top of the new
+        ones (issue 26: a backup beside a CRI-O drop-in was one). By default the daemon reads its main config and the
+        drop-in, nothing else (docker: only the ``--config-file``, daemon.json)."""
+        if path in (the_plan.main_path, the_plan.drop_in_path):
+            return "is its configuration"
         return None
 
     def check(self, params):
@@ -191,6 +202,48 @@ class Runtime(object):
             _files.validate(_files.command_line(command, candidate.tmp_path), host.run_command, shown=command,
                             path=candidate.path)
         return None
+
+
+def unread_place(path, the_plan, adapter, suffix=""):
+    """Where a file of ours about ``path`` goes so that ``adapter``'s daemon does not read it: ``path + suffix`` when the
+    daemon would not read that, else the first ancestor directory where it would not read
+    ``<ancestor>/<path below it, with / as _><suffix>`` (CRI-O: ``/etc/crio/crio.conf.d_10-crio.conf.kubegpu.json``
+    for a marker of ``/etc/crio/crio.conf.d/10-crio.conf``). None when there is no such place."""
+    beside = path + suffix
+    if not adapter.reads(beside, the_plan):
+        return beside
+    directory = os.path.dirname(path)
+    while os.path.dirname(directory) != directory:
+        parent = os.path.dirname(directory)
+        candidate = os.path.join(parent, os.path.relpath(path, parent).replace("/", "_") + suffix)
+        if not adapter.reads(candidate, the_plan):
+            return candidate
+        directory = parent
+    return None
+
+
+def staging_dir(path, the_plan, adapter):
+    """The directory a candidate for ``path`` is staged in: beside it, unless the daemon reads every file there (CRI-O's
+    crio.conf.d), then the nearest ancestor where it does not, on the same filesystem (the replace is a rename).
+    None: beside it (no such ancestor)."""
+    directory = os.path.dirname(path)
+    probe = ".%s.staged" % os.path.basename(path)
+    if not adapter.reads(os.path.join(directory, probe), the_plan):
+        return None
+    try:
+        device = os.stat(directory).st_dev
+    except OSError:
+        return None
+    while os.path.dirname(directory) != directory:
+        directory = os.path.dirname(directory)
+        try:
+            if os.stat(directory).st_dev != device:
+                return None
+        except OSError:
+            return None
+        if not adapter.reads(os.path.join(directory, probe), the_plan):
+            return directory
+    return None
 
 
 def candidate_of(the_plan, staged):

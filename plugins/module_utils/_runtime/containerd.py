@@ -599,6 +599,43 @@ class Containerd(Runtime):
     def default_of(self, text, the_plan):
         return default_of(text, the_plan.main_path, the_plan.version)
 
+    def reads(self, path, the_plan):
+        """The main config, the drop-in, and whatever an ``imports`` entry of either names or matches, in the texts on
+        disk and the planned ones (containerd's cmd/containerd/server/config/config.go, resolveImports: an entry
+        relative to the importing file's directory, one with ``*`` expanded by filepath.Glob; before containerd 1.7 a
+        relative glob was expanded against the working directory, ``/`` under systemd, so both count here)."""
+        why = super(Containerd, self).reads(path, the_plan)
+        if why:
+            return why
+        for importing, text in self._importing_texts(the_plan):
+            for entry in main_imports(text, importing):
+                patterns = [_resolve_entry(entry, importing)]
+                if "*" in entry and not os.path.isabs(entry):
+                    patterns.append(os.path.normpath(os.path.join("/", entry)))
+                for pattern in patterns:
+                    if pattern == path or ("*" in pattern and go_match(pattern, path)):
+                        return "is matched by %s's imports entry %r" % (importing, entry)
+        return None
+
+    def _importing_texts(self, the_plan):
+        """(path, text) of the main config and the drop-in, as they are and as planned."""
+        out = []
+        for path in (the_plan.main_path, the_plan.drop_in_path):
+            if not path:
+                continue
+            texts = [c.after for c in the_plan.changes if c.path == path]
+            try:
+                texts.append(_files.read_text(path))
+            except FileError:
+                pass
+            for text in texts:
+                try:
+                    if text is not None and main_imports(text, path):
+                        out.append((path, text))
+                except FileError:
+                    pass  # a malformed file is the plan's error, not this question's
+        return out
+
     def cdi_of(self, text, the_plan):
         return PlainTree(toml_data(text, the_plan.main_path), the_plan.main_path).get(
             ("plugins", CRI_PLUGIN[the_plan.version], "enable_cdi"))

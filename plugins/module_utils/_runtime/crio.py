@@ -15,11 +15,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import os
 
 from collections.abc import Mapping
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _files
-from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Change, Runtime
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Change, Runtime, real
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.common import (
     restore_default, set_default, toml_data, without_empty_tables,
 )
@@ -112,6 +113,23 @@ def is_empty(text, path):
     return not without_empty_tables(toml_data(text, path))
 
 
+# CRI-O's --config-dir (the crio.conf.d(5) man page): CRI-O walks it (pkg/config/config.go, UpdateFromPath:
+# filepath.Walk, every file that is not a directory, at any depth, whatever its name) after crio.conf.
+CONFIG_DIR = "/etc/crio/crio.conf.d"
+
+
+def config_dirs(the_plan):
+    """The directories CRI-O reads every file of: its default --config-dir, the drop-in's directory (a drop-in is read
+    only from there), and the main config's directory when that is a drop-in directory itself (``*.d``: a packaged
+    ``crio.conf.d/10-crio.conf`` edited in place)."""
+    dirs = [real(CONFIG_DIR)]
+    if the_plan.drop_in_path:
+        dirs.append(os.path.dirname(the_plan.drop_in_path))
+    if os.path.dirname(the_plan.main_path).endswith(".d"):
+        dirs.append(os.path.dirname(the_plan.main_path))
+    return dirs
+
+
 class Crio(Runtime):
     """CRI-O: crio.conf, or (what NVIDIA's tools do) a drop-in that holds only our tables; the main file is then read
     (for the runtime ours copies its settings from) but never changed."""
@@ -125,6 +143,12 @@ class Crio(Runtime):
 
     def default_of(self, text, the_plan):
         return default_of(text, the_plan.main_path)
+
+    def reads(self, path, the_plan):
+        for directory in config_dirs(the_plan):
+            if path.startswith(directory.rstrip("/") + "/"):
+                return "is under %s, where CRI-O reads every file, whatever its name" % directory
+        return super(Crio, self).reads(path, the_plan)
 
     def plan(self, the_plan, host):
         settings = the_plan.settings

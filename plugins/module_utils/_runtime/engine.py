@@ -26,7 +26,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils import _files
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import registry
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import (
-    FOUND_KEYS, MARKER_SUFFIX, Change, Host, Plan, RuntimeSettings, real,
+    FOUND_KEYS, MARKER_SUFFIX, Change, Host, Plan, RuntimeSettings, real, staging_dir, unread_place,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.common import TOMLKIT_IMPORT_ERROR
 
@@ -79,6 +79,7 @@ def plan(params, host):
                     drop_in_path=real(drop_in) if drop_in else None,
                     # as given, this is what goes into containerd's imports (the user's spelling, not a resolved link)
                     drop_in_entry=os.path.normpath(drop_in) if drop_in else None)
+    the_plan.marker_path = _marker_path(the_plan, adapter) if not drop_in else None
     marker = _read_marker(the_plan) if not drop_in else None
     if marker is not None and marker.get("runtime") == the_plan.settings.name:
         the_plan.settings.previous_default = marker.get("previous_default")
@@ -88,16 +89,41 @@ def plan(params, host):
     adapter.plan(the_plan, host)
     if not drop_in:
         _remember(the_plan, adapter, marker)
+    _check_backups(the_plan, adapter)
     return the_plan
 
 
-def _marker_path(the_plan):
-    return the_plan.main_path + MARKER_SUFFIX
+def _marker_path(the_plan, adapter):
+    """Beside the main config, unless the daemon reads files there (a CRI-O config in crio.conf.d edited in place: the
+    JSON would be read as TOML), then the nearest ancestor directory it does not read."""
+    path = unread_place(the_plan.main_path, the_plan, adapter, MARKER_SUFFIX)
+    if path is None:
+        raise KubegpuError("%s: no place near it that %s does not read, for the marker that remembers what removal gives "
+                           "back; use drop_in_path" % (the_plan.main_path, adapter.name))
+    return path
+
+
+def _check_backups(the_plan, adapter):
+    """Refuse a backup_dir the daemon would read (a backup there would be loaded as configuration), before anything."""
+    if not the_plan.params.get("backup"):
+        return
+    for change in the_plan.changes:
+        if change.changed and change.before is not None and not change.marker:
+            target = _files.backup_name(change.path, directory=_backup_dir(the_plan.params))
+            why = adapter.reads(target, the_plan)
+            if why:
+                raise KubegpuError("backup_dir %s: a backup of %s would go to %s, which %s, so the old settings would be "
+                                   "loaded again; choose a directory %s does not read (the default is %s)"
+                                   % (_backup_dir(the_plan.params), change.path, target, why, adapter.name, _files.BACKUP_DIR))
+
+
+def _backup_dir(params):
+    return params.get("backup_dir") or _files.BACKUP_DIR
 
 
 def _read_marker(the_plan):
     """Our marker beside the main config (the default runtime ours replaced), or None."""
-    text = _files.read_text(_marker_path(the_plan))
+    text = _files.read_text(the_plan.marker_path)
     if text is None:
         return None
     try:
@@ -106,7 +132,7 @@ def _read_marker(the_plan):
         marker = None
     if not isinstance(marker, dict):
         raise KubegpuError("%s is not the marker this module writes (a JSON object with 'runtime', "
-                           "'previous_default' and 'cdi_added'); remove it, then run again" % _marker_path(the_plan))
+                           "'previous_default' and 'cdi_added'); remove it, then run again" % the_plan.marker_path)
     return marker
 
 
@@ -140,7 +166,7 @@ def _remember(the_plan, adapter, marker):
                 state.pop(key, None)  # another runtime's
             if main.changed:  # a run that changes nothing writes nothing, not even the marker (no change, no restart)
                 state.update(adapter.found_of(main.before, the_plan) or {})
-    path = _marker_path(the_plan)
+    path = the_plan.marker_path
     old = _files.read_text(path) if marker is not None else None
     kept = state.get("previous_default") or "cdi_before" in state or any(k in state for k in FOUND_KEYS)
     new = json.dumps(state, indent=2, sort_keys=True) + "\n" if kept else None
@@ -166,12 +192,13 @@ def apply(the_plan, host):
         for change in changes:
             if change.after is not None:
                 made_dirs.extend(_files.make_dirs(os.path.dirname(change.path)))
-                staged.append(_files.Staged(change.path, change.after))
+                staged.append(_files.Staged(change.path, change.after,
+                                            directory=staging_dir(change.path, the_plan, adapter)))
         view = adapter.validate(the_plan, staged, host)
         if the_plan.params.get("backup"):
             for change in changes:
                 if change.before is not None and not change.marker:
-                    backups[change.path] = _files.backup(change.path)
+                    backups[change.path] = _files.backup(change.path, directory=_backup_dir(the_plan.params))
     except BaseException:
         for item in staged:
             item.discard()

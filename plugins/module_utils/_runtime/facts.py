@@ -145,9 +145,9 @@ def flag_value(words, flag):
 
 # --- What the daemons report ---------------------------------------------------------------------------------------
 
-def report(source, default_runtime=None, runtimes=None, cdi=None, error=None):
+def report(source, default_runtime=None, runtimes=None, cdi=None, error=None, live_restore=None):
     return {"source": source, "ok": error is None, "error": error, "default_runtime": default_runtime,
-            "runtimes": runtimes or {}, "cdi": cdi}
+            "runtimes": runtimes or {}, "cdi": cdi, "live_restore": live_restore}
 
 
 def docker_report(text):
@@ -160,7 +160,28 @@ def docker_report(text):
         return report(REPORTERS["docker"][0], error="not a JSON object")
     runtimes = dict((name, {"path": (spec or {}).get("path") if isinstance(spec, Mapping) else None, "type": None})
                     for name, spec in (info.get("Runtimes") or {}).items())
-    return report(REPORTERS["docker"][0], default_runtime=info.get("DefaultRuntime"), runtimes=runtimes)
+    live = info.get("LiveRestoreEnabled")
+    return report(REPORTERS["docker"][0], default_runtime=info.get("DefaultRuntime"), runtimes=runtimes,
+                  live_restore=live if isinstance(live, bool) else None)
+
+
+# What restarting docker stops when its live-restore is off: dockerd stops every container when it shuts down unless
+# "live-restore" is set (docs.docker.com, "Live restore"; moby daemon/daemon.go, Shutdown: containers are stopped
+# only when live-restore is off). containerd and CRI-O keep containers through a restart (their shims, conmon).
+LIVE_RESTORE_OFF = ("restarting docker on this node to load the NVIDIA runtime stops every container on it, pods "
+                    "included (docker info: LiveRestoreEnabled false); the kubelet starts the pods again afterwards. "
+                    "To keep containers running through docker restarts, set \"live-restore\": true in daemon.json "
+                    "and restart docker once at a time of your choosing; the stage restarts runtimes in batches "
+                    "(kubegpu_runtime_restart_serial, docs/getting-started.md)")
+
+
+def restart_warnings(found, plans):
+    """Warnings about what the planned restarts stop: docker with live-restore off, where its plan changes a file."""
+    docker = found.get("docker") or {}
+    live = ((docker.get("reports") or {}).get("live_restore"))
+    if (plans.get("docker") or {}).get("changed") and live is False:
+        return [LIVE_RESTORE_OFF]
+    return []
 
 
 def cri_table(data):
@@ -457,6 +478,9 @@ def gather(params, host, read=_read):
         crictl_facts["reports"] = crictl_report(out) if rc == 0 else report("crictl info", error=_failed("crictl info", rc, out, err))
     held = []
     versions = packages(params.get("packages") or [], host, held)
+    plans = plan_changes(params.get("plans") or [], found, host)
+    for warning in restart_warnings(found, plans):
+        host.warn(warning)
     return {
         "architecture": platform.machine(),
         "package_manager": package_manager(host.get_bin_path),
@@ -465,7 +489,7 @@ def gather(params, host, read=_read):
         "packages": versions,
         "held": sorted(held),
         "files": dict((path, describe_file(path)) for path in params.get("files") or []),
-        "plans": plan_changes(params.get("plans") or [], found, host),
+        "plans": plans,
     }
 
 

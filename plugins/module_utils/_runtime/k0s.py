@@ -32,7 +32,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import Fil
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Change, Runtime, real
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.common import toml_data
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.containerd import (
-    CRI_PLUGIN, _new_runtime, _table, _template_runtime, binary_version, check_version,
+    CRI_PLUGIN, _new_runtime, _table, _template_runtime, binary_version, check_version, go_match,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.toml import PlainTree, render_tree
 
@@ -93,6 +93,14 @@ class K0s(Runtime):
         if path == real(MAIN) and is_managed(_files.read_text(MAIN)):
             return "is written by k0s at every start (its first line is %r)" % MANAGED_LINE
         return None
+
+    def reads(self, path, the_plan):
+        """``containerd.toml`` and the ``*.toml`` files of the directory ours is in (``containerd.d``: k0s's
+        configurer.go, handleImports, filepath.Glob of ``containerd.d/*.toml``; a file with a CRI table is merged, any
+        other imported by containerd as it is)."""
+        if path == real(MAIN) or go_match(os.path.join(os.path.dirname(the_plan.main_path), "*.toml"), path):
+            return "is read by k0s's containerd (%s and the *.toml files of %s)" % (MAIN, os.path.dirname(the_plan.main_path))
+        return super(K0s, self).reads(path, the_plan)
 
     def check(self, params):
         if params.get("drop_in_path") is not None:

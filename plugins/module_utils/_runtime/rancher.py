@@ -82,6 +82,16 @@ class Rancher(Runtime):
     def default_of(self, text, the_plan):
         return default_of(text)
 
+    def reads(self, path, the_plan):
+        """``config.yaml`` and the ``*.yaml``/``*.yml`` files (any case) directly in ``config.yaml.d`` (k3s-io/k3s
+        pkg/configfilearg/parser.go, dotDFiles: a directory's entries by suffix, not its subdirectories)."""
+        drop_ins = os.path.dirname(the_plan.main_path)
+        if drop_ins.endswith(".d") and path == drop_ins[:-2]:
+            return "is %s's config file" % self.name
+        if os.path.dirname(path) == drop_ins and path.lower().endswith((".yaml", ".yml")):
+            return "is a *.yaml or *.yml file of %s, all of which %s reads" % (drop_ins, self.name)
+        return super(Rancher, self).reads(path, the_plan)
+
     def plan(self, the_plan, host):
         settings = the_plan.settings
         if settings.cdi:

@@ -9,6 +9,7 @@ node_selector) on the nodes it needs, and removes both afterwards.
 import collections
 import json
 import os
+import time
 import uuid
 
 import pytest
@@ -345,3 +346,53 @@ def test_label_facts_label_the_node_before_the_rollout_that_selects_on_them(sand
     finally:
         run_module("kubegpu.cluster.gpu_node_labels", dict(kubeconfig=sandbox.kubeconfig, state="absent"))
         delete_quietly(sandbox.core.patch_node, "kg-t4", {"metadata": {"labels": {"kubegpu.test/dp-only": None}}})
+
+
+def _plugin_pods(sandbox, ns, nodes, timeout=60):
+    """{node: (pod UID, its DaemonSet)} of the device plugin pods on ``nodes``, once each runs exactly one (a pod the
+    DaemonSet controller is taking off a node that moved to another config is waited out, bounded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = collections.defaultdict(list)
+        for pod in sandbox.core.list_namespaced_pod(ns, label_selector=MANAGED + ",app.kubernetes.io/component=device-plugin").items:
+            if not pod.metadata.deletion_timestamp and pod.spec.node_name in nodes:
+                owner = [o.name for o in pod.metadata.owner_references or [] if o.kind == "DaemonSet"]
+                found[pod.spec.node_name].append((pod.metadata.uid, owner[0] if owner else None))
+        if sorted(found) == sorted(nodes) and all(len(v) == 1 for v in found.values()):
+            return dict((node, pods[0]) for node, pods in found.items())
+        assert time.monotonic() < deadline, "not one plugin pod on each of %s after %d s: %s" % (nodes, timeout, dict(found))
+        time.sleep(1)
+
+
+def test_adding_and_removing_a_named_config_restarts_no_pod_of_the_other_nodes(
+        sandbox, deploy, test_nodes, fake_nvml_dir):
+    """Issue 26: the first named config used to rename the default DaemonSet (delete it, create it again), which
+    restarted the plugin on every GPU node. Now only the node whose config changes gets a new pod: the others keep
+    theirs, by UID, through the addition and the removal."""
+    stays, moves = test_nodes(2, "t4")
+    run = deploy([stays, moves])
+    fact = _gpu_fact(fake_nvml_dir, "t4")
+    facts = {stays: fact, moves: fact}
+    first = run(facts=facts)
+    assert first["resources"] == {stays: {"nvidia.com/gpu": 1}, moves: {"nvidia.com/gpu": 1}}, first
+    before = _plugin_pods(sandbox, run.namespace, [stays, moves])
+    assert before[stays][1] == before[moves][1] == PLUGIN_DS
+
+    ts2 = {"ts2": {"sharing": {"strategy": "time-slicing", "replicas": 2}}}
+    sandbox.core.patch_node(moves, {"metadata": {"labels": {"nvidia.com/device-plugin.config": "ts2"}}})
+    added = run(facts=facts, configs=ts2, node_configs={moves: "ts2"})
+    assert added["resources"] == {stays: {"nvidia.com/gpu": 1}, moves: {"nvidia.com/gpu": 2}}, added
+    assert _actions(added)["DaemonSet/" + PLUGIN_DS] == "unchanged", added["objects"]
+    assert _actions(added)["DaemonSet/nvidia-device-plugin-ts2"] == "created"
+    with_named = _plugin_pods(sandbox, run.namespace, [stays, moves])
+    assert with_named[stays] == before[stays]  # the same pod: not restarted
+    assert with_named[moves][1] == "nvidia-device-plugin-ts2" and with_named[moves][0] != before[moves][0]
+
+    sandbox.core.patch_node(moves, {"metadata": {"labels": {"nvidia.com/device-plugin.config": None}}})
+    removed = run(facts=facts)
+    assert removed["resources"] == first["resources"], removed
+    assert _actions(removed)["DaemonSet/" + PLUGIN_DS] == "unchanged", removed["objects"]
+    assert _actions(removed)["DaemonSet/nvidia-device-plugin-ts2"] == "deleted"
+    after = _plugin_pods(sandbox, run.namespace, [stays, moves])
+    assert after[stays] == before[stays]  # still the pod of the first run
+    assert after[moves][1] == PLUGIN_DS and after[moves][0] not in (before[moves][0], with_named[moves][0])

@@ -97,3 +97,17 @@ def test_an_older_facts_verdict_is_nvidias_alone():
     old = {"present": False, "nvml": {"status": "library_not_found", "message": ""}, "count": 0, "devices": [], "pci": []}
     assert _gpus.verdict(old) == {"status": "skipped", "problems": [], "summary": "no NVIDIA GPU"}
     assert "no NVIDIA GPU was found" in _gpus.verdict(old, require_gpu=True)["problems"][0]
+
+
+def test_without_nvidia_ml_py_the_pci_bus_still_says_which_host_has_an_nvidia_gpu(sysfs):
+    """Issue 26: gpu_facts on a plain host (or on a fresh node, in check mode, before the collection's virtualenv
+    exists) reads the PCI bus without pynvml, so a node without an NVIDIA GPU is known as such."""
+    cpu_only = _gpus.gather(None, sysfs.root, "/nonexistent/proc/modules")
+    assert (cpu_only["present"], cpu_only["nvml"]["status"]) == (False, "bindings_missing")
+    assert _gpus.verdict(cpu_only)["status"] == "skipped"
+    mixed_bus(sysfs)
+    gpu = _gpus.gather(None, sysfs.root, "/nonexistent/proc/modules")
+    assert (gpu["present"], gpu["count"], gpu["nvml"]["status"]) == (True, 0, "bindings_missing")
+    assert gpu["vendors"] == ["amd", "intel", "nvidia"] and gpu["amd"]["count"] == 1
+    [problem] = [p for p in _gpus.verdict(gpu)["problems"] if "nvidia-ml-py" in p]
+    assert "gpu_driver_python_manage" in problem and "1 NVIDIA GPU(s) on the PCI bus" in problem

@@ -35,8 +35,13 @@ def test_rejects_unknown_options(capsys):
     assert code == 1 and "bogus" in result["msg"]
 
 
-def test_missing_bindings_fail_with_the_package_name(capsys, monkeypatch):
+def test_missing_bindings_report_the_pci_bus_and_say_what_to_install(capsys, monkeypatch):
+    """Issue 26: the README's first example failed on a plain host without nvidia-ml-py."""
     monkeypatch.setattr(gpu_facts, "pynvml", None)
     monkeypatch.setattr(gpu_facts, "PYNVML_IMPORT_ERROR", "Traceback: No module named pynvml")
     code, result = run_main(capsys)
-    assert code == 1 and "nvidia-ml-py" in result["msg"]
+    gpu = result["ansible_facts"]["gpu"]
+    assert code == 0 and result["changed"] is False
+    assert gpu["nvml"]["status"] == "bindings_missing" and "pip install nvidia-ml-py" in gpu["nvml"]["message"]
+    assert gpu["present"] is bool(gpu["pci"]) and gpu["count"] == 0 and isinstance(gpu["pci"], list)
+    assert "amd" in gpu and "intel" in gpu and "vendors" in gpu

@@ -11,7 +11,7 @@ import stat
 import pytest
 import yaml
 
-from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, KubegpuError, OptionError
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, KubegpuError, OptionError, WaitTimeout
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu import constants as C
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu import kubeadm
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu.scheduler import extender_entry
@@ -254,18 +254,28 @@ def test_present_after_kubeadm_rewrote_the_manifest_takes_the_new_one_as_origina
     assert open(node["manifest"]).read() == upgraded_clean  # not the 1.30 original
 
 
-def test_wait_needs_a_new_process_with_the_flag_and_healthz():
+def test_wait_needs_a_new_process_with_the_flag_and_healthz_that_stays():
     clock = iter(range(100))
-    seen = iter([{10: ["kube-scheduler"]}, {10: ["kube-scheduler"]}, {11: ["kube-scheduler", "--config=/x"]},
-                 {11: ["kube-scheduler", "--config=/x"]}])
-    answers = iter([False, True])
+    new = {11: ["kube-scheduler", "--config=/x"]}
+    seen = iter([{10: ["kube-scheduler"]}, {10: ["kube-scheduler"]}, new, new, new])
+    answers = iter([False, True, True])
     waited = kubeadm.wait_restarted({10: ["kube-scheduler"]}, "https://127.0.0.1:10259/healthz", "--config", True, 30,
                                     sleep=lambda s: None, clock=lambda: next(clock), pids=lambda: next(seen),
                                     check=lambda url: next(answers))
     assert waited > 0
-    with pytest.raises(KubegpuError, match="did not bring kube-scheduler back as changed within 3 s"):
+    with pytest.raises(WaitTimeout, match="did not bring kube-scheduler back healthy as changed within 3 s"):
         kubeadm.wait_restarted({10: []}, "u", "--config", True, 3, sleep=lambda s: None, clock=iter(range(100)).__next__,
                                pids=lambda: {10: ["kube-scheduler"]}, check=lambda url: True)
+
+
+def test_wait_does_not_take_a_scheduler_that_answers_once_and_exits():
+    """A configuration kube-scheduler refuses ends the process; one that answered ok and is gone a moment later is
+    not healthy."""
+    new = {11: ["kube-scheduler", "--config=/x"]}
+    seen = iter([new, {}] * 50)
+    with pytest.raises(WaitTimeout, match="answered ok at u, then stopped answering or exited"):
+        kubeadm.wait_restarted({}, "u", "--config", True, 5, sleep=lambda s: None, clock=iter(range(100)).__next__,
+                               pids=lambda: next(seen), check=lambda url: True)
 
 
 def test_healthz_url_follows_the_flags():
@@ -308,3 +318,102 @@ def test_scheduler_pids_reads_the_command_lines(tmp_path):
         (tmp_path / str(pid) / "cmdline").write_bytes(b"\0".join(argv) + b"\0")
     (tmp_path / "self").mkdir()
     assert kubeadm.scheduler_pids(str(tmp_path)) == {10: ["/usr/local/bin/kube-scheduler", "--config=/etc/kubernetes/x.yaml"]}
+
+
+# --- Issue 26: every field validated before writing; a scheduler that does not come back gets its files back ---------
+
+@pytest.mark.parametrize("over, option, words", [
+    ({"url_prefix": "10.96.0.50:39999/scheduler"}, "url_prefix", "the scheme must be http or https"),
+    ({"url_prefix": "http://nano-gpu-scheduler.kube-system.svc:39999/scheduler"}, "url_prefix", "cluster's DNS"),
+    ({"url_prefix": "http://10.96.0.50:99999/scheduler"}, "url_prefix", "port is not a number from 1 to 65535"),
+    ({"url_prefix": "http://user:secret@10.96.0.50/scheduler"}, "url_prefix", "carries credentials"),
+    ({"weight": 0}, "weight", "must be 1 or more"),
+    ({"weight": -3}, "weight", "must be 1 or more"),
+    ({"weight": 2 ** 62}, "weight", "at most 92233720368547758"),
+    ({"http_timeout": "-1s"}, "http_timeout", "must be more than 0"),
+    ({"http_timeout": "30"}, "http_timeout", "not a duration"),
+])
+def test_a_bad_field_is_refused_before_anything_is_written(node, over, option, words):
+    before = files(node)
+    for check_mode in (True, False):
+        with pytest.raises(OptionError, match=words) as info:
+            kubeadm.run(dict(node, **over), check_mode=check_mode)
+        assert str(info.value).startswith(option + ": ")
+    assert files(node) == before and not os.path.exists(node["state_dir"])
+
+
+@pytest.mark.parametrize("extender, words", [
+    ({"urlPrefix": "http://127.0.0.1:9001/tas", "prioritizeVerb": "prioritize", "weight": 0},
+     r"extenders\[0\].weight: 0; an extender with a prioritizeVerb must have a positive weight"),
+    ({"urlPrefix": "http://127.0.0.1:9001/tas", "managedResources": [{"name": "cpu"}]},
+     r"extenders\[0\].managedResources\[0\].name: 'cpu' is not an extended resource name"),
+    ({"urlPrefix": "http://127.0.0.1:9001/tas", "managedResources": [{"name": "example.com/a"}, {"name": "example.com/a"}]},
+     r"managed by extenders\[0\] already"),
+])
+def test_a_file_kube_scheduler_would_refuse_after_the_merge_is_not_written(node, extender, words):
+    config = yaml.safe_load(USER_CONFIG)
+    config["extenders"] = [extender]
+    with open(node["config_path"], "w") as handle:
+        handle.write(yaml.safe_dump(config))
+    before = files(node)
+    with pytest.raises(FileError, match=words):
+        kubeadm.run(node)
+    assert files(node) == before
+
+
+def test_the_kubespray_value_is_validated_as_kube_scheduler_would():
+    with pytest.raises(OptionError, match="kube_scheduler_extenders: kube-scheduler would refuse it"):
+        kubeadm.kubespray_extenders(URL, existing=[{"urlPrefix": "http://127.0.0.1:9001/tas", "prioritizeVerb": "p",
+                                                    "weight": -1}])
+    with pytest.raises(OptionError, match="^weight: "):
+        kubeadm.kubespray_extenders(URL, weight=0)
+
+
+class FakeKubelet(object):
+    """The waits of one run: the first answers ``first`` (a seconds count, or a WaitTimeout to raise), the rollback's
+    wait answers ``second``; records what the files held at each wait."""
+
+    def __init__(self, node, first, second=1.0):
+        self.node = node
+        self.answers = [first, second]
+        self.seen = []
+
+    def __call__(self, before, url, flag, present, timeout):
+        self.seen.append((files(self.node), present))
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+@pytest.mark.parametrize("state", ["present", "absent"])
+def test_a_scheduler_that_does_not_come_back_gets_its_previous_files(node, state):
+    if state == "absent":
+        kubeadm.run(node)  # the extender is in; taking it out is the change that fails here
+    before = files(node)
+    state_before = kubeadm._read_dir(node["state_dir"])
+    kubelet = FakeKubelet(node, WaitTimeout("kube-scheduler 4242 runs but https://127.0.0.1:10259/healthz does not answer"))
+    with pytest.raises(KubegpuError) as info:
+        kubeadm.run(dict(node, state=state, wait=True), waiter=kubelet)
+    message = str(info.value)
+    assert "does not answer" in message and "were put back" in message and "healthy on them again" in message
+    assert node["config_path"] in message and node["manifest"] in message
+    assert files(node) == before  # byte for byte
+    assert kubeadm._read_dir(node["state_dir"]) == state_before  # the record too
+    assert kubelet.seen[0][0] != before and kubelet.seen[1][0] == before  # it waited on the new, then on the old
+    assert kubelet.seen[1][1] is (state == "absent")  # the old manifest runs without --config on present's rollback
+
+
+def test_a_rollback_that_does_not_come_back_either_says_so(node):
+    kubelet = FakeKubelet(node, WaitTimeout("no kube-scheduler process yet"), WaitTimeout("no kube-scheduler process yet"))
+    before = files(node)
+    with pytest.raises(KubegpuError, match="did NOT come back on them either"):
+        kubeadm.run(dict(node, wait=True), waiter=kubelet)
+    assert files(node) == before
+
+
+def test_a_healthy_scheduler_keeps_the_change(node):
+    kubelet = FakeKubelet(node, 7.5)
+    result = kubeadm.run(dict(node, wait=True), waiter=kubelet)
+    assert result["waited_s"] == 7.5 and len(kubelet.seen) == 1 and kubelet.seen[0][1] is True
+    assert yaml.safe_load(open(node["config_path"]))["extenders"] == [extender_entry(URL)]

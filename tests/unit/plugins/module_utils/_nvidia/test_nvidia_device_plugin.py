@@ -102,8 +102,10 @@ def test_daemonset_follows_the_static_manifest():
     assert pod["priorityClassName"] == "system-node-critical"
     # the GPU Operator's operand label, which NVIDIA's MIG manager sets to paused-for-mig-change to stop the pods
     assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.device-plugin": "true"}
-    assert "affinity" not in pod
-    assert ds["metadata"]["name"] == "nvidia-device-plugin-daemonset"  # one config: the names earlier releases used
+    # the default config keeps off the nodes of named configs, with or without any (issue 26: adding the first one
+    # changes nothing of the default DaemonSets)
+    assert pod["affinity"] == DEFAULT_AFFINITY
+    assert ds["metadata"]["name"] == "nvidia-device-plugin-daemonset"  # the names earlier releases used
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     assert "runtimeClassName" not in pod
     for obj in objects:
@@ -306,6 +308,11 @@ PER_NODE = dict(mig_strategy="mixed", gfd=True, configs={"mps4": {"mig_strategy"
                 node_configs={"host-t4": "mps4"}, node_names={"host-t4": "kg-t4"})
 
 
+DEFAULT_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "nvidia.com/device-plugin.config", "operator": "DoesNotExist"}]},
+    {"matchExpressions": [{"key": "nvidia.com/device-plugin.config", "operator": "In", "values": ["default"]}]}]}}}
+
+
 def test_per_node_configs_run_a_daemonset_each():
     objects = manifests.render(params(**PER_NODE))
     cm = by_kind(objects)["ConfigMap"]
@@ -313,24 +320,28 @@ def test_per_node_configs_run_a_daemonset_each():
     assert json.loads(cm["data"]["mps4.yaml"])["flags"]["migStrategy"] == "none"
     assert json.loads(cm["data"]["config.yaml"])["flags"]["migStrategy"] == "mixed"
     ds = _daemonsets(objects)
-    assert sorted(ds) == ["gpu-feature-discovery-default", "gpu-feature-discovery-mps4", "nvidia-device-plugin-default",
+    assert sorted(ds) == ["gpu-feature-discovery", "gpu-feature-discovery-mps4", "nvidia-device-plugin-daemonset",
                           "nvidia-device-plugin-mps-control-daemon-mps4", "nvidia-device-plugin-mps4"]
     named = ds["nvidia-device-plugin-mps4"]["spec"]["template"]["spec"]
     assert named["nodeSelector"]["nvidia.com/device-plugin.config"] == "mps4"
     assert named["volumes"][1]["configMap"]["items"] == [{"key": "mps4.yaml", "path": "config.yaml"}]
-    default = ds["nvidia-device-plugin-default"]["spec"]["template"]["spec"]
+    default = ds["nvidia-device-plugin-daemonset"]["spec"]["template"]["spec"]
     assert "nvidia.com/device-plugin.config" not in default["nodeSelector"]
-    assert default["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
-        "nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "nvidia.com/device-plugin.config", "operator": "DoesNotExist"}]},
-            {"matchExpressions": [{"key": "nvidia.com/device-plugin.config", "operator": "In", "values": ["default"]}]}]}
+    assert default["affinity"] == DEFAULT_AFFINITY
     gfd = ds["gpu-feature-discovery-mps4"]["spec"]["template"]["spec"]
     assert gfd["nodeSelector"]["nvidia.com/gpu.deploy.gpu-feature-discovery"] == "true"
-    # selectors never overlap: each DaemonSet's pods carry its config
+    # no two selectors are the same, and a named config's never matches another DaemonSet's pods: each named config's
+    # pods carry its name; the default's selector (the one earlier releases used) also matches named pods, which the
+    # DaemonSet controller leaves to the controller that owns them
     selectors = [tuple(sorted(d["spec"]["selector"]["matchLabels"].items())) for d in ds.values()]
     assert len(set(selectors)) == len(selectors)
     for d in ds.values():
         assert d["spec"]["selector"]["matchLabels"].items() <= d["spec"]["template"]["metadata"]["labels"].items()
+        if "mps4" in d["metadata"]["name"]:
+            for other in ds.values():
+                if other is not d:
+                    assert not (d["spec"]["selector"]["matchLabels"].items()
+                                <= other["spec"]["template"]["metadata"]["labels"].items())
 
 
 def test_a_named_config_for_one_node_leaves_the_default_daemonsets_as_they_were():
@@ -341,8 +352,33 @@ def test_a_named_config_for_one_node_leaves_the_default_daemonsets_as_they_were(
     two["node_configs"] = dict(PER_NODE["node_configs"], host_a="ts2")
     before, after = _daemonsets(manifests.render(params(**PER_NODE))), _daemonsets(manifests.render(params(**two)))
     assert "nvidia-device-plugin-ts2" in after
-    for name in ("nvidia-device-plugin-default", "gpu-feature-discovery-default"):
-        assert after[name]["spec"]["template"] == before[name]["spec"]["template"]
+    for name in ("nvidia-device-plugin-daemonset", "gpu-feature-discovery"):
+        assert after[name] == before[name]
+
+
+@pytest.mark.parametrize("gfd, mps", [(False, False), (True, False), (True, True)])
+def test_the_first_named_config_and_the_last_change_no_default_daemonset(gfd, mps):
+    """Issue 26: with no named config the default DaemonSets are the very objects they are beside named ones (name,
+    selector, pod template), so adding the first named config, or removing the last, restarts no pod of a node whose
+    config stayed the default."""
+    alone = params(gfd=gfd, sharing=MPS4 if mps else None)
+    named = dict(alone, configs={"ts2": {"sharing": {"strategy": "time-slicing", "replicas": 2}}},
+                 node_configs={"host-a": "ts2"}, node_names={"host-a": "kg-a"})
+    before, after = _daemonsets(manifests.render(alone)), _daemonsets(manifests.render(named))
+    assert set(before) < set(after) and "nvidia-device-plugin-ts2" in after
+    for name in before:
+        assert after[name] == before[name], name
+
+
+@pytest.mark.parametrize("name, taken", [
+    ("daemonset", "nvidia-device-plugin-daemonset"),
+    ("mps-control-daemon", "nvidia-device-plugin-mps-control-daemon"),
+    ("mps-control-daemon-x", "nvidia-device-plugin-mps-control-daemon-x"),
+])
+def test_a_config_name_that_would_take_another_daemonsets_name_is_refused(name, taken):
+    with pytest.raises(OptionError, match="would give a named config's DaemonSet the name %s" % taken) as info:
+        plugin_config.named_configs(params(configs={name: {"mig_strategy": "single"}}))
+    assert info.value.option == "configs.%s" % name
 
 
 def test_per_node_configs_predict_each_node_under_its_own():
@@ -407,3 +443,63 @@ def test_an_mps_node_where_no_daemon_can_run_is_refused_before_connecting():
                                    configs={"ts": {"sharing": {"strategy": "time-slicing", "replicas": 2}}},
                                    node_configs={"gpu-7": "ts"}), client=FakeClient())
     assert result["expected"] == {"gpu-7": {"nvidia.com/gpu": 4}, "gpu-8": {"nvidia.com/gpu": 4}}
+
+
+# --- Issue 26: the device list and MIG strategies get what NVIDIA's chart gives the plugin for them -------------------
+# deployments/helm/nvidia-device-plugin/templates/daemonset-device-plugin.yml and _helpers.tpl (NVIDIA/k8s-device-plugin
+# 1b826ac): /var/run/cdi (hostPath DirectoryOrCreate) where the plugin writes its CDI spec (internal/cdi/cdi.go), the
+# driver root read-only at /driver-root (hostPath Directory) from which it generates the spec, NVIDIA_MIG_MONITOR_DEVICES
+# for MIG, and SYS_ADMIN (requiresCapSysAdmin) for MIG or volume-mounts.
+CHART_CDI_MOUNTS = [{"name": "driver-root", "mountPath": "/driver-root", "readOnly": True},
+                    {"name": "cdi-root", "mountPath": "/var/run/cdi"}]
+
+
+def _plugin_container(objects, name="nvidia-device-plugin-daemonset"):
+    pod = _daemonsets(objects)[name]["spec"]["template"]["spec"]
+    return pod["containers"][0], dict((v["name"], v) for v in pod["volumes"])
+
+
+@pytest.mark.parametrize("strategy", [["cdi-cri"], ["cdi-annotations"], ["envvar", "cdi-cri"], "cdi-cri"])
+def test_a_cdi_strategy_mounts_the_cdi_spec_dir_and_the_driver_root_as_the_chart_does(strategy):
+    ctr, volumes = _plugin_container(manifests.render(params(device_list_strategy=strategy)))
+    assert [m for m in ctr["volumeMounts"] if m["name"] in ("driver-root", "cdi-root")] == CHART_CDI_MOUNTS
+    assert volumes["cdi-root"]["hostPath"] == {"path": "/var/run/cdi", "type": "DirectoryOrCreate"}
+    assert volumes["driver-root"]["hostPath"] == {"path": "/", "type": "Directory"}
+    # nothing else changes: the hardened context, the env
+    assert ctr["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert ctr["env"] == [{"name": "CONFIG_FILE", "value": "/config/config.yaml"}]
+
+
+def test_a_driver_container_root_is_what_the_cdi_strategy_mounts():
+    ctr, volumes = _plugin_container(manifests.render(params(device_list_strategy=["cdi-cri"],
+                                                             nvidia_driver_root="/run/nvidia/driver")))
+    assert volumes["driver-root"]["hostPath"] == {"path": "/run/nvidia/driver", "type": "Directory"}
+
+
+@pytest.mark.parametrize("strategy", [["envvar"], ["volume-mounts"]])
+def test_the_other_strategies_mount_neither(strategy):
+    ctr, volumes = _plugin_container(manifests.render(params(device_list_strategy=strategy)))
+    assert not set(volumes) & {"driver-root", "cdi-root"}
+    assert not set(m["name"] for m in ctr["volumeMounts"]) & {"driver-root", "cdi-root"}
+
+
+@pytest.mark.parametrize("over, sys_admin, mig_env", [
+    ({}, False, False),
+    ({"device_list_strategy": ["volume-mounts"]}, True, False),
+    ({"mig_strategy": "single"}, True, True),
+    ({"mig_strategy": "mixed", "device_list_strategy": ["cdi-cri"]}, True, True),
+])
+def test_mig_and_volume_mounts_get_the_charts_capability_and_env(over, sys_admin, mig_env):
+    ctr, _volumes = _plugin_container(manifests.render(params(**over)))
+    assert (ctr["securityContext"] == {"capabilities": {"add": ["SYS_ADMIN"]}}) is sys_admin
+    assert ({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"} in ctr["env"]) is mig_env
+
+
+def test_each_named_config_gets_what_its_own_strategies_need():
+    objects = manifests.render(params(**dict(PER_NODE, device_list_strategy=["cdi-cri"])))
+    default, _v = _plugin_container(objects)  # mixed MIG
+    mps4, _v = _plugin_container(objects, "nvidia-device-plugin-mps4")  # MIG none
+    assert default["securityContext"] == {"capabilities": {"add": ["SYS_ADMIN"]}}
+    assert mps4["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    for ctr in (default, mps4):
+        assert [m for m in ctr["volumeMounts"] if m["name"] in ("driver-root", "cdi-root")] == CHART_CDI_MOUNTS

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Unit tests of the proof workload's pure parts: which resource a proof asks for, the Job it runs, the verdicts."""
 
+import json
+
 import pytest
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError
@@ -194,7 +196,7 @@ def test_what_a_proof_runs_under_hashes_each_nodes_own_config():
     assert under["gpu-1"]["proof"] == under["gpu-2"]["proof"]
     other_image = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER, "image": "mirror/vectoradd:1"})
     assert other_image["gpu-1"]["proof"] != under["gpu-1"]["proof"]  # another proof is proved again
-    # without the configs the hash is unknown: such a node is proved every time
+    # without the configs (the device_plugin role did not run in the play) the hash is unknown
     assert proof.under_by_node({"proven_under": UNDER})["gpu-1"]["config_hash"] is None
 
 
@@ -234,7 +236,26 @@ def test_the_last_proof_stands_only_while_nothing_changed():
     assert proof.still_valid(last, under, {"nvidia.com/gpu": 0}) == ""  # no longer advertised
     assert proof.still_valid(last, under, {"nvidia.com/gpu.shared": 8}) == ""  # advertises another resource now
     assert proof.still_valid(None, under, {"nvidia.com/gpu": 4}) == ""
-    assert proof.still_valid(last, dict(under, driver_version=None), {"nvidia.com/gpu": 4}) == ""  # unknown: prove
+    # issue 26: a value this run does not know (the role that reads it did not run in the play) is no change
+    for key in proof.UNDER_KEYS:
+        why = proof.still_valid(last, dict(under, **{key: None}), {"nvidia.com/gpu": 4})
+        assert "unchanged since" in why and "not read in this run, so taken as unchanged: %s" % key in why, key
+    nothing_known = dict((k, None) for k in proof.UNDER_KEYS)
+    assert "unchanged since" in proof.still_valid(last, dict(nothing_known, proof=under["proof"]), {"nvidia.com/gpu": 4})
+    # ... but the proof itself is always known, and must be the same
+    assert proof.still_valid(last, dict(nothing_known, proof="another"), {"nvidia.com/gpu": 4}) == ""
+    # a record made while a value was unknown does not stand for a value known now
+    unknown_then = proof.read_record(node_with(proof.record({"job": "j", "resource": "nvidia.com/gpu", "detail": "ok"},
+                                                            dict(under, runtime=None))))
+    assert proof.still_valid(unknown_then, under, {"nvidia.com/gpu": 4}) == ""
+
+
+def test_a_record_keeps_what_this_run_did_not_know_from_the_last_one():
+    under = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER})["gpu-1"]
+    last = proof.read_record(node_with(proof.record({"job": "j", "resource": "nvidia.com/gpu", "detail": "ok"}, under)))
+    now = dict(under, runtime=None, driver_version="560.35.03")
+    assert proof.merged_under(now, last) == dict(under, driver_version="560.35.03")
+    assert proof.merged_under(now, None) == now
 
 
 class RecordingClient(k8s_client.Client):
@@ -311,6 +332,21 @@ def test_settled_is_the_modules_result_when_every_proof_stands_on_the_nodes_as_l
     assert proof.settled(dict(params, reprove="always"), found) is None
     assert proof.settled(dict(params, proven_under={}), found) is None
     assert proof.settled(dict(params, nodes=["gpu-7"]), found) is None  # not in the cluster: the module says so
+    # ansible-core 2.17 and 2.18 template a role's `x or none` to "": left out, as the module's omit is
+    assert proof.settled(dict(params, command="", args="", resource="", runtime_class=""), found)["passed"] is True
+
+
+def test_a_play_that_reads_nothing_keeps_the_proofs_that_stand():
+    """Issue 26: gpu_validation alone (no driver, toolkit or device plugin role in the play) knows nothing of the
+    nodes but their names: the proofs on record stand, and no proof runs."""
+    params = dict(proof.DECIDING_DEFAULTS, plugin_configs=CONFIGS, proven_under=UNDER, per_node=True)
+    under = proof.under_by_node(params)
+    found = [gpu_node(name, proof.record({"job": "gpu-proof-" + name, "resource": "nvidia.com/gpu", "detail": "ok"},
+                                         under[name])) for name in ("gpu-1", "gpu-2")]
+    blind = dict(params, plugin_configs={}, proven_under={"gpu-1": {}, "gpu-2": {}})
+    assert proof.settled(blind, found)["passed"] is True
+    assert proof.settled(dict(blind, per_node=False), found)["passed"] is True
+    assert proof.settled(dict(blind, image="mirror/vectoradd:2"), found) is None  # the proof itself changed
 
 
 def test_passed_proofs_are_recorded_on_their_nodes_only():
@@ -326,6 +362,11 @@ def test_passed_proofs_are_recorded_on_their_nodes_only():
     assert applied["kind"] == "Node" and applied["metadata"]["name"] == "gpu-1"
     assert list(applied["metadata"]["annotations"]) == [proof.ANNOTATION_LAST_PROOF]
     assert results[0]["last_proof"]["under"] == under["gpu-1"]
+    # a value this run did not know is kept from the node's last record
+    runner.records["gpu-1"] = results[0]["last_proof"]
+    blind = dict(under, **{"gpu-1": dict(under["gpu-1"], runtime=None)})
+    runner._record(results, blind, check_mode=False)  # pylint: disable=protected-access
+    assert json.loads(client.applied[-1]["metadata"]["annotations"][proof.ANNOTATION_LAST_PROOF])["under"] == under["gpu-1"]
     client.applied = []
     assert runner._record(results, under, check_mode=True) == ["gpu-1"] and client.applied == []  # pylint: disable=protected-access
 

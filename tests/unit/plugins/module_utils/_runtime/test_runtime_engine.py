@@ -502,8 +502,9 @@ def test_crio_validate_gets_the_candidate_drop_in(tmp_path):
         seen.append(shlex.split(" ".join(argv)))
         return 0, "", ""
 
-    drop = tmp_path / "99-nvidia.toml"
+    drop = tmp_path / "crio.conf.d" / "99-nvidia.toml"
     runner.run(params(runtime="crio", drop_in_path=str(drop), validate="crio-check %s"), host=runner.Host(run_command=run))
+    # staged beside crio.conf.d, not in it: CRI-O reads every file there, a candidate left by a killed run included
     assert seen[0][0] == "crio-check" and os.path.dirname(seen[0][1]) == str(tmp_path) and seen[0][1] != str(drop)
 
 

@@ -161,7 +161,9 @@ def test_docker_info_report():
     got = facts.docker_report(json.dumps(info))
     assert got == {"source": "docker info", "ok": True, "error": None, "default_runtime": "nvidia", "cdi": None,
                    "runtimes": {"nvidia": {"path": "/usr/bin/nvidia-container-runtime", "type": None},
-                                "runc": {"path": "runc", "type": None}}}
+                                "runc": {"path": "runc", "type": None}}, "live_restore": None}
+    assert facts.docker_report(json.dumps(dict(info, LiveRestoreEnabled=False)))["live_restore"] is False
+    assert facts.docker_report(json.dumps(dict(info, LiveRestoreEnabled=True)))["live_restore"] is True
     assert facts.docker_report("Cannot connect to the Docker daemon")["ok"] is False
     assert facts.docker_report("[]")["error"] == "not a JSON object"
 
@@ -277,3 +279,27 @@ def test_a_plan_with_state_absent_tells_whether_removal_would_change_a_file(tmp_
     runner.run(dict(engine_params, state="absent"))
     assert facts.plan_changes([dict(plan, state="absent")], found, Host())["docker"]["changed"] is False
     assert path.read_text() == '{\n    "log-driver": "json-file",\n    "default-runtime": "runc"\n}\n'
+
+
+@pytest.mark.parametrize("live_restore, configured, warned", [
+    (False, False, True),   # the plan changes daemon.json: docker restarts and stops every container
+    (True, False, False),   # live-restore keeps them running
+    (False, True, False),   # nothing to change, no restart
+    (None, False, False),   # an older docker that does not say: no guess
+])
+def test_a_docker_restart_that_stops_every_container_is_warned_about(tmp_path, live_restore, configured, warned):
+    """Issue 26: runtime restarts hit every GPU node at once, and nothing said that docker's stop its containers."""
+    path = tmp_path / "daemon.json"
+    path.write_text("{}\n")
+    plan = {"runtime": "docker", "config_path": str(path), "runtime_name": "nvidia",
+            "runtime_path": "/usr/bin/nvidia-container-runtime"}
+    if configured:
+        runner.run(dict(facts.PLAN_DEFAULTS, **plan))
+    info = {"ServerVersion": "24.0.7", "DefaultRuntime": "runc", "Runtimes": {"runc": {"path": "runc"}}}
+    if live_restore is not None:
+        info["LiveRestoreEnabled"] = live_restore
+    host = _Host({"docker info": (0, json.dumps(info), "")})
+    got = facts.gather({"runtimes": ["docker"], "plans": [plan]}, host)
+    assert got["runtimes"]["docker"]["reports"]["live_restore"] is live_restore
+    assert got["plans"]["docker"]["changed"] is not configured
+    assert bool([w for w in host.warnings if "stops every container" in w and "live-restore" in w]) is warned
