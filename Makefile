@@ -159,15 +159,19 @@ demo: venv fakenvml node-images nodes-up sandbox-up artifact
 # what each stage tests, and why any two groups can run side by side (no shared container names, ports or state
 # directories: each pytest stage has a control plane of its own, TEST_STATE_DIR; only pytest-sandbox uses the fleet's
 # containers; molecule's containers are named per scenario, its control planes live in molecule's own directories;
-# sanity and units share .build/sanity and are one group). A stage runs alone after the set-up: `make test-setup pytest-k8s`.
+# sanity and units share .build/sanity and are one group). A stage runs alone after the set-up: `make test-setup pytest-k8s-a`.
 TEST_SETUP := host-packages venv fakenvml check-profiles fake-pci apt-repo k8s-binaries containerd2 nvidia-ctk nvlibprobe \
 	node-images
 MOLECULE_SCENARIOS := $(notdir $(patsubst %/,%,$(dir $(wildcard molecule/*/molecule.yml))))
-TEST_PYTEST := pytest-k8s pytest-integration pytest-sandbox pytest-unit
+TEST_PYTEST := pytest-k8s-a pytest-k8s-b pytest-integration pytest-sandbox pytest-unit
+# the other ansible-core versions meta/runtime.yml claims: a stage each (pytest-ansible-<minor>, below)
+ANSIBLE_CORE_MINORS := $(patsubst tests/ansible-core/%.txt,%,$(wildcard tests/ansible-core/*.txt))
+TEST_ANSIBLE_CORE := $(addprefix pytest-ansible-,$(ANSIBLE_CORE_MINORS))
 # Each a group of its own, but sanity+units (one after the other: they share .build/sanity). On a clone that has no timing yet, the queue
 # keeps this order: longest first, as last measured (docs/benchmarks.md).
-TEST_GROUPS := pytest-k8s molecule-container_toolkit pytest-integration molecule-default molecule-driver_upgrade \
-	sanity+units pytest-sandbox molecule-gpu_driver lint molecule-mig pytest-unit changelog
+TEST_GROUPS := pytest-k8s-a pytest-k8s-b pytest-integration molecule-container_toolkit $(TEST_ANSIBLE_CORE) \
+	molecule-default sanity+units molecule-driver_upgrade pytest-sandbox lint molecule-mig molecule-gpu_driver \
+	pytest-unit changelog
 STAGES := python3 $(ROOT)/tools/stages.py --log-dir $(BUILD)/stages --table $(BUILD)/stage-times.txt \
 	--history $(CACHE_DIR)/stage-times.json
 
@@ -179,7 +183,7 @@ test-setup: $(TEST_SETUP)
 # One after the other, for a developer's machine that should run one stage at a time (CI runs `make test`)
 test-static: venv sanity lint units changelog
 test-molecule: test-setup $(addprefix molecule-,$(MOLECULE_SCENARIOS))
-test-python: test-setup $(TEST_PYTEST)
+test-python: test-setup $(TEST_PYTEST) $(TEST_ANSIBLE_CORE)
 
 .PHONY: $(addprefix molecule-,$(MOLECULE_SCENARIOS)) $(TEST_PYTEST)
 # a static pattern rule: make looks for no implicit rule for a phony target, so `molecule-%:` alone would do nothing
@@ -197,11 +201,45 @@ PYTEST = $(PYTEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=10 $(PYTE
 pytest-unit: venv
 	$(PYTEST) tests/unit --ignore=tests/unit/plugins
 
-pytest-k8s: venv
-	$(PYTEST) tests/integration/k8s tests/sandbox/k8s
+# The modules against the control plane, the longest stage: two halves, each with its own control plane, so that the
+# two workers share it. The first half names its files; the second is everything else (a new file lands there).
+PYTEST_K8S_A := $(addprefix tests/integration/k8s/,test_device_plugin_deploy.py test_device_plugin_outage.py \
+	test_gpu_node_labels.py test_gpu_node_maintenance.py test_gpu_validation_role.py)
+pytest-k8s-a: venv
+	$(PYTEST) $(PYTEST_K8S_A)
+
+pytest-k8s-b: venv
+	$(PYTEST) tests/integration/k8s tests/sandbox/k8s $(addprefix --ignore=,$(PYTEST_K8S_A))
 
 pytest-integration: venv
 	$(PYTEST) tests/integration --ignore=tests/integration/k8s
+
+# The other ansible-core versions meta/runtime.yml claims (the venv has the newest): a venv each, built once under
+# the cache like the main one (key: Python, tests/ansible-core/<minor>.txt, requirements.txt and the test runner's pins),
+# and the module and role tests that run through the ansible command line on it. tests/unit/test_ansible_versions.py
+# keeps requires_ansible and these files in step.
+ANSIBLE_CORE_TEST_PINS = $(shell grep -E '^(pytest|pytest-testinfra|hypothesis|PyYAML)==' requirements-test.txt)
+ANSIBLE_CORE_VENV = $(CACHE_DIR)/venv/ansible-core-$(1)-$(shell { python3 -c 'import sys; print(sys.version)'; \
+	cat tests/ansible-core/$(1).txt requirements.txt; echo $(ANSIBLE_CORE_TEST_PINS); } | sha256sum | cut -c1-16)
+# The roles' tests (where templating differs between versions: 2.17 and 2.18 read a quoted \' and a none apart from
+# 2.19) and gpu_facts through the command line, as a module's
+ANSIBLE_CORE_TESTS := tests/integration/test_gpu_driver_role.py tests/integration/test_role_option_checks.py \
+	tests/integration/test_kubespray_guard.py tests/integration/test_python_env_check.py \
+	tests/integration/test_container_toolkit_restart.py tests/integration/test_nano_gpu_host_role.py \
+	tests/integration/k8s/test_gpu_validation_role.py tests/integration/test_gpu_facts_end_to_end.py
+.PHONY: $(TEST_ANSIBLE_CORE)
+
+$(TEST_ANSIBLE_CORE): pytest-ansible-%: venv
+	@venv=$(call ANSIBLE_CORE_VENV,$*); exec 9>$$venv.lock; flock -w 900 9; \
+	if [ ! -f $$venv/.stamp ]; then \
+	  echo "venv: building $$venv (ansible-core $*)"; \
+	  rm -rf $$venv && python3 -m venv $$venv && $$venv/bin/pip install -q --upgrade pip && \
+	  $$venv/bin/pip install -q -r tests/ansible-core/$*.txt -r requirements.txt $(ANSIBLE_CORE_TEST_PINS) && \
+	  touch $$venv/.stamp; \
+	fi; \
+	exec 9>&-; $$venv/bin/python -c 'import ansible.release as r; print("ansible-core", r.__version__)'; \
+	$(PYTEST_ENV) PATH=$$venv/bin:$$PATH $$venv/bin/python -m pytest -p no:cacheprovider --durations=5 $(PYTEST_ARGS) \
+	  $(ANSIBLE_CORE_TESTS)
 
 pytest-sandbox: venv
 	$(MAKE) --no-print-directory nodes-fresh
