@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_cli import documented_options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import args as nv_args
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import registry
@@ -30,15 +31,7 @@ def load(path):
 
 def module_options(module):
     """A module's documented options (with the options of its doc fragments that it extends)."""
-    source = (ROOT / "plugins" / "modules" / (module + ".py")).read_text(encoding="utf-8")
-    doc = yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', source, re.S).group(1))
-    options = {}
-    for fragment in doc.get("extends_documentation_fragment") or []:
-        if fragment.startswith("kubegpu.cluster."):
-            text = (ROOT / "plugins" / "doc_fragments" / (fragment.split(".")[-1] + ".py")).read_text(encoding="utf-8")
-            options.update(yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', text, re.S).group(1))["options"])
-    options.update(doc.get("options") or {})
-    return options
+    return documented_options(module)
 
 
 def role_defaults(role):

@@ -35,7 +35,7 @@ import stat
 from collections.abc import Mapping
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import engine, registry
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import args, engine, registry
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import failed, report
 
 # systemd's unit file states of a unit that starts (the role restarts the first unit of a runtime in one of them)
@@ -241,8 +241,8 @@ def describe_file(path):
 # --- Would nvidia_runtime_config change anything? ----------------------------------------------------------------
 
 # What a plan takes besides the options given: nvidia_runtime_config's own defaults where they do not depend on a vendor
-PLAN_DEFAULTS = {"config_path": None, "drop_in_path": None, "set_as_default": True, "cdi": False, "config_version": "auto",
-                 "state": "present", "backup": False, "validate": None}
+# (the runtime options' argument spec, args.py), and no backup or validation
+PLAN_DEFAULTS = dict(args.defaults(), backup=False, validate=None)
 
 
 def plan_changes(entries, found, host):
