@@ -143,8 +143,8 @@ def test_a_vendor_in_one_place_alone_is_named_as_unknown(tmp_path):
     role_vars = ROOT / "roles" / "gpu_validation" / "vars" / "main.yml"
     copy = tmp_path / "roles" / "gpu_validation" / "vars" / "main.yml"
     copy.parent.mkdir(parents=True)
-    copy.write_text(role_vars.read_text(encoding="utf-8").replace("_gpu_validation_vendors: [amd, intel]",
-                                                                   "_gpu_validation_vendors: [amd, intel, acme]"))
+    text = role_vars.read_text(encoding="utf-8")
+    copy.write_text(text.replace("_gpu_validation_vendors: [amd, intel]", "_gpu_validation_vendors: [amd, intel, acme]"))
     for path in ("plugins", "sandbox", "roles/device_plugin"):  # the rest as it is
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).symlink_to(ROOT / path)
