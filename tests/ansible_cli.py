@@ -27,6 +27,30 @@ def modules_extending(fragment):
     return found
 
 
+def fragment_options(fragment):
+    """The options a doc fragment of the collection gives a module that extends it: ``kubegpu.cluster.<file>`` (its
+    ``DOCUMENTATION``) or ``kubegpu.cluster.<file>.<var>`` (its ``<VAR>``, such as ``nvidia_runtime_options.plans``),
+    read as Ansible reads them: from the class, whose attributes may be made from one another."""
+    import importlib  # pylint: disable=import-outside-toplevel
+    parts = fragment.split(".")[2:]
+    holder = importlib.import_module("ansible_collections.kubegpu.cluster.plugins.doc_fragments." + parts[0])
+    text = getattr(holder.ModuleDocFragment, parts[1].upper() if len(parts) > 1 else "DOCUMENTATION")
+    return yaml.safe_load(text).get("options") or {}
+
+
+def documented_options(module):
+    """A module's documented options, with those of the collection's doc fragments it extends (ansible-test's
+    validate-modules keeps them equal to its argument spec)."""
+    path = Path(ROOT) / "plugins" / "modules" / (module + ".py")
+    doc = yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', path.read_text(encoding="utf-8"), re.S).group(1))
+    options = {}
+    for fragment in doc.get("extends_documentation_fragment") or []:
+        if fragment.startswith("kubegpu.cluster."):
+            options.update(fragment_options(fragment))
+    options.update(doc.get("options") or {})
+    return options
+
+
 def _environment(env=None):
     """This process's environment without the fake NVML's variables, with the collection on Ansible's path, the JSON
     callback, plus ``env``."""

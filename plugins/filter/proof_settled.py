@@ -54,12 +54,16 @@ _value:
   type: dict
 """
 
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import settled
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _vendors
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.proof import Workload, settled
+
+# gpu_proof's default vendor, whose proof the filter decides on (the role's AMD and Intel proofs are not decided here)
+WORKLOAD = Workload(**_vendors.NVIDIA.proof)
 
 
 def proof_settled(nodes, options):
     """See DOCUMENTATION."""
-    return settled(dict(options or {}), list(nodes or []))
+    return settled(dict(options or {}), list(nodes or []), WORKLOAD)
 
 
 class FilterModule(object):

@@ -53,59 +53,6 @@ options:
     type: list
     elements: str
     default: []
-  plans:
-    description:
-      - Options of M(kubegpu.cluster.nvidia_runtime_config), one entry per runtime, to
-        report in RV(ansible_facts.container_runtimes.plans) whether that module would change a file. An entry whose
-        runtime is not found is left out.
-    type: list
-    elements: dict
-    default: []
-    suboptions:
-      runtime:
-        description: The runtime, as M(kubegpu.cluster.nvidia_runtime_config) names it.
-        type: str
-        required: true
-        choices: [containerd, crio, docker, k0s, k3s, microk8s, rke2]
-      config_path:
-        description:
-          - The runtime's main configuration; empty for its default. For docker, empty follows a C(--config-file) on
-            dockerd's command line.
-          - An absolute path (C(~) is expanded), since the module runs on the managed host, in a working directory nobody
-            chose.
-        type: path
-      drop_in_path:
-        description:
-          - The drop-in file (containerd, CRI-O); empty edits the main configuration in place.
-          - An absolute path (C(~) is expanded), since the module runs on the managed host, in a working directory nobody
-            chose.
-        type: path
-      runtime_name:
-        description: Name of the runtime.
-        type: str
-        default: nvidia
-      runtime_path:
-        description: The NVIDIA container runtime binary.
-        type: str
-        default: /usr/bin/nvidia-container-runtime
-      set_as_default:
-        description: Make it the default runtime.
-        type: bool
-        default: true
-      cdi:
-        description: Turn CDI on.
-        type: bool
-        default: false
-      config_version:
-        description: containerd's config version.
-        type: str
-        default: auto
-        choices: [auto, "2", "3", "4"]
-      state:
-        description: V(absent) tells whether removing the runtime would change a file.
-        type: str
-        default: present
-        choices: [present, absent]
   files:
     description:
       - Files and directories to describe. The content of a UTF-8 text file of up to 64 KiB is returned, so do not
@@ -115,6 +62,7 @@ options:
     elements: path
     default: []
 extends_documentation_fragment:
+  - kubegpu.cluster.nvidia_runtime_options.plans
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
   - kubegpu.cluster.python_requirements
@@ -375,6 +323,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils import _python
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import RUNTIME_NAME, RUNTIME_PATH
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import registry
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.args import options_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Host
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.containerd import Containerd
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.facts import run
@@ -389,17 +338,8 @@ def main():
             report=dict(type="bool", default=True),
             packages=dict(type="list", elements="str", default=[]),
             files=dict(type="list", elements="path", default=[], absolute=True),
-            plans=dict(type="list", elements="dict", default=[], options=dict(
-                runtime=dict(type="str", required=True, choices=registry.NAMES),
-                config_path=dict(type="path", absolute=True),
-                drop_in_path=dict(type="path", absolute=True),
-                runtime_name=dict(type="str", default=RUNTIME_NAME),
-                runtime_path=dict(type="str", default=RUNTIME_PATH),
-                set_as_default=dict(type="bool", default=True),
-                cdi=dict(type="bool", default=False),
-                config_version=dict(type="str", default="auto", choices=["auto", "2", "3", "4"]),
-                state=dict(type="str", default="present", choices=["present", "absent"]),
-            )),
+            # each entry nvidia_runtime_config's options (the nvidia_runtime_options doc fragment's PLANS)
+            plans=dict(type="list", elements="dict", default=[], options=options_spec(RUNTIME_NAME, RUNTIME_PATH)),
             **_python.ARG_SPEC
         ),
         supports_check_mode=True,

@@ -71,7 +71,8 @@ options:
   resource:
     description:
       - The extended resource to ask for one of, for example V(nvidia.com/gpu), V(nvidia.com/gpu.shared) or
-        V(nvidia.com/mig-1g.10gb). A name without a prefix gets C(nvidia.com/). Picked per node when omitted.
+        V(nvidia.com/mig-1g.10gb). A name without a prefix gets the vendor's, C(nvidia.com/) by default (C(amd.com/)
+        with O(vendor=amd), C(gpu.intel.com/) with O(vendor=intel)). Picked per node when omitted.
     type: str
   nodes:
     description:
@@ -283,41 +284,19 @@ namespace:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _options, _vendors
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import proof
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
-from ansible_collections.kubegpu.cluster.plugins.module_utils._amd import constants as amd
-from ansible_collections.kubegpu.cluster.plugins.module_utils._intel import constants as intel
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import REPROVE, run
-
-# Each vendor's proof: the resources it looks at and its workload, where the options leave them out.
-VENDORS = {
-    "nvidia": {"resource_prefixes": [nv.RESOURCE_PREFIX], "image": nv.PROOF_IMAGE, "command": None,
-               "success_pattern": nv.PROOF_PATTERN, "tolerations": None},
-    "amd": {"resource_prefixes": [amd.RESOURCE_PREFIX], "image": amd.PROOF_IMAGE, "command": amd.PROOF_COMMAND,
-            "success_pattern": amd.PROOF_PATTERN, "tolerations": amd.PROOF_TOLERATIONS},
-    "intel": {"resource_prefixes": [intel.RESOURCE_PREFIX], "image": intel.PROOF_IMAGE, "command": intel.PROOF_COMMAND,
-              "success_pattern": intel.PROOF_PATTERN, "tolerations": intel.PROOF_TOLERATIONS},
-}
-
-
-def vendor_params(params):
-    """The options with the vendor's workload where they are left out (None)."""
-    out = dict(params)
-    for key, value in VENDORS[params.get("vendor") or "nvidia"].items():
-        if out.get(key) is None and value is not None:
-            out[key] = list(value) if isinstance(value, list) else value
-    return out
 
 
 def main():
     module, rules = _options.module(
         AnsibleModule,
         argument_spec=argument_spec(
-            vendor=dict(type="str", default="nvidia", choices=sorted(VENDORS)),
-            namespace=dict(type="str", default=nv.PROOF_NAMESPACE),
+            vendor=dict(type="str", default=_vendors.NVIDIA.name, choices=sorted(_vendors.NAMES)),
+            namespace=dict(type="str", default=proof.NAMESPACE),
             image=dict(type="str"),
             command=dict(type="list", elements="str"),
             args=dict(type="list", elements="str"),
@@ -330,14 +309,16 @@ def main():
             readiness_taint=dict(type="bool", default=False),
             success_pattern=dict(type="str"),
             require_log=dict(type="bool", default=False),
-            timeout=dict(type="int", default=nv.PROOF_TIMEOUT, minimum=0),
+            timeout=dict(type="int", default=proof.TIMEOUT, minimum=0),
             proven_under=dict(type="dict", default={}),
             plugin_configs=dict(type="dict", default={}),
-            reprove=dict(type="str", default="changed", choices=list(REPROVE)),
+            reprove=dict(type="str", default="changed", choices=list(proof.REPROVE)),
         ),
         supports_check_mode=True,
     )
-    run_module(module, lambda: run(vendor_params(module.params), check_mode=module.check_mode), requires=REQUIRES, rules=rules)
+    workload = proof.Workload(**_vendors.get(module.params["vendor"]).proof)
+    run_module(module, lambda: proof.run(module.params, workload, check_mode=module.check_mode), requires=REQUIRES,
+               rules=rules)
 
 
 if __name__ == "__main__":

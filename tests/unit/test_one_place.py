@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_cli import documented_options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import args as nv_args
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import registry
@@ -30,15 +31,7 @@ def load(path):
 
 def module_options(module):
     """A module's documented options (with the options of its doc fragments that it extends)."""
-    source = (ROOT / "plugins" / "modules" / (module + ".py")).read_text(encoding="utf-8")
-    doc = yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', source, re.S).group(1))
-    options = {}
-    for fragment in doc.get("extends_documentation_fragment") or []:
-        if fragment.startswith("kubegpu.cluster."):
-            text = (ROOT / "plugins" / "doc_fragments" / (fragment.split(".")[-1] + ".py")).read_text(encoding="utf-8")
-            options.update(yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', text, re.S).group(1))["options"])
-    options.update(doc.get("options") or {})
-    return options
+    return documented_options(module)
 
 
 def role_defaults(role):
@@ -225,10 +218,15 @@ def test_the_proof_options_the_filter_decides_with_are_those_the_module_gets():
 
 
 def test_the_proof_defaults_settled_fills_in_are_the_modules():
-    from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import DECIDING_DEFAULTS  # pylint: disable=import-outside-toplevel
-    from ansible_collections.kubegpu.cluster.plugins.modules.gpu_proof import VENDORS  # pylint: disable=import-outside-toplevel
+    from ansible_collections.kubegpu.cluster.plugins.module_utils import _vendors  # pylint: disable=import-outside-toplevel
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import proof  # pylint: disable=import-outside-toplevel
+    from ansible_collections.kubegpu.cluster.plugins.filter.proof_settled import WORKLOAD  # pylint: disable=import-outside-toplevel
     documented = module_options("gpu_proof")
-    for option, value in DECIDING_DEFAULTS.items():
-        # image and success_pattern have no default of their own: the vendor's (nvidia by default) fills them in
-        default = documented[option].get("default", VENDORS[documented["vendor"]["default"]].get(option))
+    # image and success_pattern have no default of their own: the vendor's (nvidia by default) fills them in
+    default_vendor = _vendors.get(documented["vendor"]["default"])
+    filled = WORKLOAD.fill(proof.DECIDING_DEFAULTS)
+    assert vars(WORKLOAD) == vars(proof.Workload(**default_vendor.proof))
+    for option, value in filled.items():
+        default = documented[option].get("default", default_vendor.proof.get(option))
         assert default == value, option
+    assert {"image", "success_pattern"} <= set(filled)

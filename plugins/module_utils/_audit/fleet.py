@@ -19,7 +19,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._audit import repo
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, node_labels
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.labels import node_rules
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import read_record
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.proof import read_record
 
 
 class Listed(object):

@@ -18,9 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.kubegpu.cluster.plugins.module_utils import _host
-from ansible_collections.kubegpu.cluster.plugins.module_utils._amd import constants as amd
-from ansible_collections.kubegpu.cluster.plugins.module_utils._intel import constants as intel
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _host, _vendors
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
     LABEL_MIG_CONFIG_STATE, RESOURCE_PREFIX, RUNTIME_NAME, RUNTIME_PATH,
 )
@@ -33,9 +31,9 @@ LABEL_PREFIXES = (RESOURCE_PREFIX + "/", "kubegpu.cluster/", "sandbox.kubegpu.io
 COLUMNS = ("NODE", "STATE", "GPUS", "DRIVER", "KERNEL", "NOUVEAU", "DEFAULT RUNTIME", "ADVERTISED", "MIG", "PROOF",
            "DRIFT")
 CELL_WIDTH = 48  # the longest cell; the JSON has the whole value
-# The GPU resources a node's ADVERTISED shows: NVIDIA's, AMD's and Intel's
-GPU_RESOURCE_PREFIXES = tuple(p + "/" for p in (RESOURCE_PREFIX, amd.RESOURCE_PREFIX, intel.RESOURCE_PREFIX))
-OTHER_VENDORS = (amd.VENDOR, intel.VENDOR)  # the parts of the gpu fact (gpu.amd, gpu.intel) read from sysfs
+# The GPU resources a node's ADVERTISED shows: every vendor's of the registry
+GPU_RESOURCE_PREFIXES = tuple(vendor.resource_prefix + "/" for vendor in _vendors.VENDORS)
+OTHER_VENDORS = tuple(v.fact_key for v in _vendors.WITH_PART)  # the parts of the gpu fact (gpu.amd, gpu.intel) from sysfs
 
 
 def _mib_text(mib):
@@ -168,7 +166,7 @@ def labels_drift(plan):
 
 
 def proof(record, fact):
-    """The last passed proof recorded on the node (``record`` as :func:`.._nvidia.proof.read_record` returns it), and
+    """The last passed proof recorded on the node (``record`` as :func:`.._k8s.proof.read_record` returns it), and
     whether the driver it ran under is the one the host has now."""
     if not record:
         return None

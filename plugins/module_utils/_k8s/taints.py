@@ -23,6 +23,11 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8s
 
 JSON_PATCH = "application/json-patch+json"
 ATTEMPTS = 5
+# The readiness gate (device_plugin_deploy and gpu_proof readiness_taint): a node that becomes a GPU node in our labels
+# is tainted until a proof passed on it, so that no workload lands on a half-configured node. Our operands and the
+# proof tolerate it.
+READINESS_TAINT = {"key": "kubegpu.cluster/gpu-unproven", "value": "true", "effect": "NoSchedule"}
+READINESS_TOLERATION = {"key": READINESS_TAINT["key"], "operator": "Exists", "effect": READINESS_TAINT["effect"]}
 
 
 def _taints(node):

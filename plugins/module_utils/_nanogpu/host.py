@@ -35,6 +35,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils import _files, _ho
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, KubegpuError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nanogpu import constants as C
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import facts as runtime_facts
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.docker import docker_report
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import common as _toml_common
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.common import toml_data
 
@@ -134,7 +135,7 @@ def docker_default(info, daemon_json):
     """docker's default runtime and where it was read: ``docker info`` where the daemon answers (``info``: the
     ``(rc, out, err)`` of ``docker info --format '{{json .}}'``), else ``default-runtime`` of daemon.json."""
     if info is not None and info[0] == 0:
-        report = runtime_facts.docker_report(info[1])
+        report = docker_report(info[1])
         if report["ok"]:
             return report["default_runtime"], "docker info"
     try:

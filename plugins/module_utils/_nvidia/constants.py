@@ -81,11 +81,6 @@ CDI_LIST_STRATEGIES = ("cdi-annotations", "cdi-cri")
 GPU_TOLERATION = {"key": RESOURCE_GPU, "operator": "Exists", "effect": "NoSchedule"}
 DEFAULT_NODE_SELECTOR = {LABEL_GPU_PRESENT: "true"}
 DEFAULT_TOLERATIONS = [GPU_TOLERATION, {"key": "CriticalAddonsOnly", "operator": "Exists"}]
-# The readiness gate (device_plugin_deploy and gpu_proof readiness_taint): a node that becomes a GPU node in our labels
-# is tainted until a proof passed on it, so that no workload lands on a half-configured node. Our operands and the
-# proof tolerate it.
-READINESS_TAINT = {"key": "kubegpu.cluster/gpu-unproven", "value": "true", "effect": "NoSchedule"}
-READINESS_TOLERATION = {"key": READINESS_TAINT["key"], "operator": "Exists", "effect": READINESS_TAINT["effect"]}
 DEFAULT_PRIORITY_CLASS = "system-node-critical"
 DEFAULT_WAIT_TIMEOUT = 300
 
@@ -107,14 +102,20 @@ HEALTH_IGNORED_XIDS = (13, 31, 43, 45, 68, 109)
 HEALTH_ENV_DISABLE = "DP_DISABLE_HEALTHCHECKS"
 HEALTH_ENV_ENABLE = "DP_ENABLE_HEALTHCHECKS"
 
-# --- The proof workload: the CUDA vectorAdd sample, which prints "Test PASSED"
-PROOF_NAMESPACE = "gpu-validation"
+# --- The proof workload (NVIDIA's entry of the vendor registry, _vendors.py; the Job is _k8s/proof.py's): the CUDA
+# vectorAdd sample, which prints "Test PASSED"
 PROOF_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
 PROOF_PATTERN = "Test PASSED"
-PROOF_TIMEOUT = 300
 PROOF_TOLERATIONS = [GPU_TOLERATION]
 # Which advertised resource a proof asks for when none is named: a whole GPU first, then a shared one, then MIG.
 PROOF_RESOURCE_PREFERENCE = (RESOURCE_GPU, RESOURCE_GPU + SHARED_SUFFIX)
+# What an NVIDIA proof's failure may say, and what to do about it (looked for before the hints of any vendor's proof)
+PROOF_HINTS = (
+    ("Insufficient nvidia.com", "no node has a free GPU of that resource: check that the device plugin runs on the GPU "
+                                "nodes and that they advertise it (kubectl describe node, Allocatable)"),
+    ("could not load NVML", "the pod did not run under the NVIDIA runtime: make nvidia the default runtime "
+                            "(kubegpu.cluster.container_toolkit) or set a runtime class"),
+)
 
 # --- The container toolkit: the runtime it registers with docker, containerd and CRI-O (the RuntimeClass handler)
 RUNTIME_NAME = "nvidia"

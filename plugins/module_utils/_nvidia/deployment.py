@@ -16,14 +16,14 @@ __metaclass__ = type
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, node_labels, taints
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.proof import ANNOTATION_LAST_PROOF
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.taints import READINESS_TAINT, READINESS_TOLERATION
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd import args as nfd_args, deployment as nfd_deployment
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import allocatable, manifests, plugin_config
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    DEFAULT_TOLERATIONS, DEFAULT_WAIT_TIMEOUT, DEVICE_PLUGIN_NAMESPACE, APP_NAME, LABEL_GPU_PRESENT, READINESS_TAINT, READINESS_TOLERATION,
-    RESOURCE_PREFIX,
+    DEFAULT_TOLERATIONS, DEFAULT_WAIT_TIMEOUT, DEVICE_PLUGIN_NAMESPACE, APP_NAME, LABEL_GPU_PRESENT, RESOURCE_PREFIX,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.labels import node_rules
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import ANNOTATION_LAST_PROOF
 
 NVML_HINT = ("Known causes: the plugin pod cannot load NVML ('Failed to initialize NVML: could not load NVML library') "
              "when the NVIDIA runtime is not the container runtime's default and no RuntimeClass is used (set "

@@ -7,9 +7,10 @@
 """The one interface every container runtime adapter has, and what adapters and the engine pass between them.
 
 An adapter (one file per runtime, listed in :mod:`.registry`) knows its runtime's files and daemon: where they are by
-default, how to detect it, which options it refuses, and how to plan the edits (:meth:`Runtime.plan`) and validate the
-candidates (:meth:`Runtime.validate`). The engine (:mod:`.engine`) does what is the same for all of them: read,
-stage, validate, back up, replace atomically, report.
+default, how to detect it, which options it refuses, how to plan the edits (:meth:`Runtime.plan`) and validate the
+candidates (:meth:`Runtime.validate`), and what its daemon reports it runs with (:meth:`Runtime.report`, for
+container_runtime_facts). The engine (:mod:`.engine`) does what is the same for all of them: read, stage, validate,
+back up, replace atomically, report; :mod:`.facts` asks every adapter the same questions.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -86,6 +87,26 @@ class Host(object):
             self._warn(message)
 
 
+def report(source, default_runtime=None, runtimes=None, cdi=None, error=None, live_restore=None):
+    """What a daemon reports it runs with (``reports`` of container_runtime_facts): where it was read (``source``),
+    whether that worked (``error``), its default runtime, its runtimes (``{name: {path, type, ...}}``), CDI and docker's
+    live-restore (None where the daemon does not say)."""
+    return {"source": source, "ok": error is None, "error": error, "default_runtime": default_runtime,
+            "runtimes": runtimes or {}, "cdi": cdi, "live_restore": live_restore}
+
+
+def failed(command, rc, out, err):
+    """A command that did not answer, in one line: what ran, its exit status and the first 500 characters it said."""
+    text = " ".join(((err or "").strip() or (out or "").strip() or "no output").split())
+    return "'%s' exited %s: %s" % (command, rc, text[:500])
+
+
+def asked(source, command, host, parse):
+    """Run ``command`` through ``host`` and ``parse`` its output into a report, or report its failure."""
+    rc, out, err = host.run_command(command)
+    return parse(out) if rc == 0 else report(source, error=failed(source, rc, out, err))
+
+
 def which(name):
     for directory in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/local/sbin", "/usr/sbin", "/sbin"]:
         candidate = os.path.join(directory, name)
@@ -148,6 +169,31 @@ class Runtime(object):
     drop_in_path = None  # where NVIDIA's tools put their drop-in (None: the runtime has no drop-in directory)
     toml = False  # whether the configuration is TOML (tomlkit needed)
     config_versions = ()  # the containerd config versions the module's config_version may name (none: only auto)
+    config_file_flag = None  # the daemon's flag that names its main config on its command line (docker: --config-file)
+
+    # --- What the daemon says (container_runtime_facts): asked through a base.Host, nothing written
+
+    def ask(self, host):
+        """What the daemon is asked first, when the facts include its report: an answer (``(rc, out, err)``) that
+        :meth:`version_answered` and :meth:`report` read, so that it is asked once (docker: ``docker info``). None (the
+        default): nothing asked before the version."""
+        return None
+
+    def version_answered(self, answer):
+        """``(version, the text it comes from)`` from :meth:`ask`'s answer, which spares running the binary to ask
+        for it; None (the default): the binary is asked (``version_args``)."""
+        return None
+
+    def report(self, binary, params, host, read, answer):
+        """What the daemon reports it runs with, as :func:`report` (its own errors in ``error``), or None where it
+        cannot be asked (the default). ``binary``: its executable as found; ``params``: container_runtime_facts'
+        options; ``read(path)``: a file's text or None; ``answer``: what :meth:`ask` got."""
+        return None
+
+    def restart_warnings(self, found, the_plan):
+        """What restarting the daemon stops, when its plan (container_runtime_facts' ``plans`` entry) changes a file:
+        sentences to warn with. ``found``: what the facts say of it (its ``reports`` among them)."""
+        return []
 
     def version(self, version_output):
         """The ``X.Y[.Z]`` version from the daemon's ``--version`` output, or None."""

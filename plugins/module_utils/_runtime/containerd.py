@@ -32,7 +32,7 @@ from collections.abc import Mapping
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _files
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, ValidationError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Change, Runtime, candidate_of
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Change, Runtime, asked, candidate_of, report
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.common import (
     dotted, restore_default, set_default, toml_data, type_name, without_empty_tables,
 )
@@ -570,6 +570,47 @@ def changed_cri_settings(before, after, settings):
 # --- The adapter ---------------------------------------------------------------------------------------------------
 
 VALIDATE_COMMAND = "containerd --config %s config dump"
+CONFIG_DUMP = "containerd config dump"  # what the daemon is asked (container_runtime_facts), as reports name it
+
+
+def cri_table(data):
+    """The CRI runtime plugin table of a containerd config (any version), or None."""
+    plugins = data.get("plugins") if isinstance(data, Mapping) else None
+    if not isinstance(plugins, Mapping):
+        return None
+    for plugin in (CRI_PLUGIN[3], CRI_PLUGIN[2]):
+        if isinstance(plugins.get(plugin), Mapping):
+            return plugins[plugin]
+    return None
+
+
+def containerd_report(text, source):
+    """A containerd config (``config dump`` output or a generated ``config.toml``) as a report (:func:`.base.report`)."""
+    try:
+        data = toml_data(text or "", source)
+    except (FileError, AttributeError) as exc:  # AttributeError: neither tomllib nor tomlkit
+        return report(source, error="cannot be read as TOML: %s" % exc)
+    cri = cri_table(data)
+    if cri is None:
+        return report(source, error="no CRI runtime plugin table")
+    containerd = cri.get("containerd") if isinstance(cri.get("containerd"), Mapping) else {}
+    runtimes = {}
+    for name, spec in (containerd.get("runtimes") or {}).items():
+        spec = spec if isinstance(spec, Mapping) else {}
+        options = spec.get("options") if isinstance(spec.get("options"), Mapping) else {}
+        runtimes[name] = {"type": spec.get("runtime_type"), "path": options.get("BinaryName"),
+                          "systemd_cgroup": options.get("SystemdCgroup")}
+    return report(source, default_runtime=containerd.get("default_runtime_name"), runtimes=runtimes,
+                  cdi=cri.get("enable_cdi"))
+
+
+def generated_report(path, read):
+    """The report of a distribution's containerd (k3s, RKE2, k0s, microk8s): the config it generated at its last start,
+    at ``path`` (``read(path)`` gives its text, or None)."""
+    text = read(path)
+    if text is None:
+        return report(path, error="%s is not there (the service writes it when it starts)" % path)
+    return containerd_report(text, path)
 
 
 class Containerd(Runtime):
@@ -598,6 +639,11 @@ class Containerd(Runtime):
 
     def default_of(self, text, the_plan):
         return default_of(text, the_plan.main_path, the_plan.version)
+
+    def report(self, binary, params, host, read, answer):
+        """``containerd config dump`` of the main config (container_runtime_facts' containerd_config)."""
+        command = [binary, "--config", params.get("containerd_config") or self.config_path, "config", "dump"]
+        return asked(CONFIG_DUMP, command, host, lambda out: containerd_report(out, CONFIG_DUMP))
 
     def reads(self, path, the_plan):
         """The main config, the drop-in, and whatever an ``imports`` entry of either names or matches, in the texts on

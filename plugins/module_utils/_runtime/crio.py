@@ -20,13 +20,16 @@ import os
 from collections.abc import Mapping
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _files
-from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Change, Runtime, real
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Change, Runtime, asked, real, report
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.common import (
     restore_default, set_default, toml_data, without_empty_tables,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.toml import Document, PlainTree, check_tables
 
 RUNTIME_TYPE = "oci"
+# What the daemon is asked (container_runtime_facts): the configuration it runs with, merged
+CONFIG = ("crio config", ["crio", "config"])
 _RUNTIME = ("crio", "runtime")
 DEFAULT_KEY = _RUNTIME + ("default_runtime",)
 
@@ -130,6 +133,19 @@ def config_dirs(the_plan):
     return dirs
 
 
+def crio_report(text):
+    """``crio config`` as a report (:func:`.base.report`)."""
+    source = CONFIG[0]
+    try:
+        data = toml_data(text or "", source)
+    except (FileError, AttributeError) as exc:  # AttributeError: neither tomllib nor tomlkit
+        return report(source, error="cannot be read as TOML: %s" % exc)
+    runtime = ((data.get("crio") or {}).get("runtime") or {}) if isinstance(data.get("crio"), Mapping) else {}
+    runtimes = dict((name, {"path": (spec or {}).get("runtime_path"), "type": (spec or {}).get("runtime_type")})
+                    for name, spec in (runtime.get("runtimes") or {}).items() if isinstance(spec, Mapping))
+    return report(source, default_runtime=runtime.get("default_runtime"), runtimes=runtimes)
+
+
 class Crio(Runtime):
     """CRI-O: crio.conf, or (what NVIDIA's tools do) a drop-in that holds only our tables; the main file is then read
     (for the runtime ours copies its settings from) but never changed."""
@@ -143,6 +159,9 @@ class Crio(Runtime):
 
     def default_of(self, text, the_plan):
         return default_of(text, the_plan.main_path)
+
+    def report(self, binary, params, host, read, answer):
+        return asked(CONFIG[0], CONFIG[1], host, crio_report)
 
     def reads(self, path, the_plan):
         for directory in config_dirs(the_plan):

@@ -20,7 +20,7 @@ import re
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _files
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, KubegpuError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Change, Runtime
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Change, Runtime, failed, report
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.common import type_name
 
 
@@ -157,6 +157,44 @@ def unconfigure(text, path, settings):
     return _render(text, before, data)
 
 
+# What the daemon is asked (container_runtime_facts): its report, which names its version too
+INFO = ("docker info", ["docker", "info", "--format", "{{json .}}"])
+# What restarting docker stops when its live-restore is off: dockerd stops every container when it shuts down unless
+# "live-restore" is set (docs.docker.com, "Live restore"; moby daemon/daemon.go, Shutdown: containers are stopped
+# only when live-restore is off). containerd and CRI-O keep containers through a restart (their shims, conmon).
+LIVE_RESTORE_OFF = ("restarting docker on this node to load the NVIDIA runtime stops every container on it, pods "
+                    "included (docker info: LiveRestoreEnabled false); the kubelet starts the pods again afterwards. "
+                    "To keep containers running through docker restarts, set \"live-restore\": true in daemon.json "
+                    "and restart docker once at a time of your choosing; the stage restarts runtimes in batches "
+                    "(kubegpu_runtime_restart_serial, docs/getting-started.md)")
+
+
+def docker_report(text):
+    """``docker info --format '{{json .}}'`` as a report (:func:`.base.report`)."""
+    try:
+        info = json.loads(text or "")
+    except ValueError as exc:
+        return report(INFO[0], error="not JSON: %s" % exc)
+    if not isinstance(info, dict):
+        return report(INFO[0], error="not a JSON object")
+    runtimes = dict((name, {"path": (spec or {}).get("path") if isinstance(spec, dict) else None, "type": None})
+                    for name, spec in (info.get("Runtimes") or {}).items())
+    live = info.get("LiveRestoreEnabled")
+    return report(INFO[0], default_runtime=info.get("DefaultRuntime"), runtimes=runtimes,
+                  live_restore=live if isinstance(live, bool) else None)
+
+
+def server_version(answer):
+    """The daemon's version from a ``docker info`` that answered (``ServerVersion``), else None."""
+    if not answer or answer[0] != 0:
+        return None
+    try:
+        version = json.loads(answer[1] or "").get("ServerVersion")
+    except (ValueError, AttributeError):
+        return None
+    return version if isinstance(version, str) and version else None
+
+
 class Docker(Runtime):
     """dockerd: daemon.json, edited in place (docker has no drop-in directory)."""
 
@@ -164,6 +202,28 @@ class Docker(Runtime):
     binary = "dockerd"
     service = "docker"
     config_path = "/etc/docker/daemon.json"
+    config_file_flag = "--config-file"  # dockerd's own daemon.json, where its unit names another
+
+    def ask(self, host):
+        """``docker info``, or None where the docker CLI is not installed: the daemon that answers says its version
+        (``ServerVersion``), which spares starting dockerd (a large binary) only to print it."""
+        cli = host.get_bin_path("docker")
+        return host.run_command([cli] + INFO[1][1:]) if cli else None
+
+    def version_answered(self, answer):
+        server = server_version(answer)
+        version = self.version(server) if server else None
+        return (version, "docker info: ServerVersion %s" % server) if version else None
+
+    def report(self, binary, params, host, read, answer):
+        if answer is None:
+            return report(INFO[0], error="the docker CLI is not installed, so the daemon could not be asked")
+        rc, out, err = answer
+        return docker_report(out) if rc == 0 else report(INFO[0], error=failed(INFO[0], rc, out, err))
+
+    def restart_warnings(self, found, the_plan):
+        live = (found.get("reports") or {}).get("live_restore")
+        return [LIVE_RESTORE_OFF] if the_plan.get("changed") and live is False else []
 
     def check(self, params):
         if params.get("drop_in_path"):

@@ -15,7 +15,10 @@ versions of installed packages, the state of a few files (a repository key, a re
 for each runtime a plan names, whether ``nvidia_runtime_config`` with those options would change a file (its own
 planning, :func:`.engine.plan`, which reads and writes nothing), so that a role calls the writer only where it must.
 
-The parsers are pure functions; :func:`gather` runs the commands through the host passed in. Nothing is written.
+Each adapter of the registry says what is its own (:class:`.base.Runtime`: how its daemon is asked and what its answer
+means, the flag that names its config on its command line, what its restart stops); this file asks every adapter the
+same questions and never branches on a runtime's name. The parsers are pure functions; :func:`gather` runs the
+commands through the host passed in. Nothing is written.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,20 +34,13 @@ import stat
 
 from collections.abc import Mapping
 
-from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import FileError, KubegpuError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import engine, registry
-from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.common import toml_data
-from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.containerd import CRI_PLUGIN
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import args, engine, registry
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import failed, report
 
 # systemd's unit file states of a unit that starts (the role restarts the first unit of a runtime in one of them)
 ENABLED_STATES = ("enabled", "enabled-runtime", "static", "alias", "indirect")
 UNIT_PROPERTIES = ("Id", "LoadState", "ActiveState", "UnitFileState", "ExecStart", "Environment", "EnvironmentFiles")
-# what each daemon is asked, besides the containerd config a distribution generates (its adapter's ``generated``)
-REPORTERS = {
-    "docker": ("docker info", ["docker", "info", "--format", "{{json .}}"]),
-    "crio": ("crio config", ["crio", "config"]),
-}
-CONTAINERD_DUMP = "containerd config dump"
 TEXT_LIMIT = 65536  # a file's content is returned up to this size (repository definitions, keys, markers)
 CHECKSUM_LIMIT = 16 * 1048576
 _VARIABLE = re.compile(r"\$(\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
@@ -145,87 +141,13 @@ def flag_value(words, flag):
 
 # --- What the daemons report ---------------------------------------------------------------------------------------
 
-def report(source, default_runtime=None, runtimes=None, cdi=None, error=None, live_restore=None):
-    return {"source": source, "ok": error is None, "error": error, "default_runtime": default_runtime,
-            "runtimes": runtimes or {}, "cdi": cdi, "live_restore": live_restore}
-
-
-def docker_report(text):
-    """``docker info --format '{{json .}}'`` as a report."""
-    try:
-        info = json.loads(text or "")
-    except ValueError as exc:
-        return report(REPORTERS["docker"][0], error="not JSON: %s" % exc)
-    if not isinstance(info, Mapping):
-        return report(REPORTERS["docker"][0], error="not a JSON object")
-    runtimes = dict((name, {"path": (spec or {}).get("path") if isinstance(spec, Mapping) else None, "type": None})
-                    for name, spec in (info.get("Runtimes") or {}).items())
-    live = info.get("LiveRestoreEnabled")
-    return report(REPORTERS["docker"][0], default_runtime=info.get("DefaultRuntime"), runtimes=runtimes,
-                  live_restore=live if isinstance(live, bool) else None)
-
-
-# What restarting docker stops when its live-restore is off: dockerd stops every container when it shuts down unless
-# "live-restore" is set (docs.docker.com, "Live restore"; moby daemon/daemon.go, Shutdown: containers are stopped
-# only when live-restore is off). containerd and CRI-O keep containers through a restart (their shims, conmon).
-LIVE_RESTORE_OFF = ("restarting docker on this node to load the NVIDIA runtime stops every container on it, pods "
-                    "included (docker info: LiveRestoreEnabled false); the kubelet starts the pods again afterwards. "
-                    "To keep containers running through docker restarts, set \"live-restore\": true in daemon.json "
-                    "and restart docker once at a time of your choosing; the stage restarts runtimes in batches "
-                    "(kubegpu_runtime_restart_serial, docs/getting-started.md)")
-
-
 def restart_warnings(found, plans):
-    """Warnings about what the planned restarts stop: docker with live-restore off, where its plan changes a file."""
-    docker = found.get("docker") or {}
-    live = ((docker.get("reports") or {}).get("live_restore"))
-    if (plans.get("docker") or {}).get("changed") and live is False:
-        return [LIVE_RESTORE_OFF]
-    return []
-
-
-def cri_table(data):
-    """The CRI runtime plugin table of a containerd config (any version), or None."""
-    plugins = data.get("plugins") if isinstance(data, Mapping) else None
-    if not isinstance(plugins, Mapping):
-        return None
-    for plugin in (CRI_PLUGIN[3], CRI_PLUGIN[2]):
-        if isinstance(plugins.get(plugin), Mapping):
-            return plugins[plugin]
-    return None
-
-
-def containerd_report(text, source):
-    """A containerd config (``config dump`` output or a generated ``config.toml``) as a report."""
-    try:
-        data = toml_data(text or "", source)
-    except (FileError, AttributeError) as exc:  # AttributeError: neither tomllib nor tomlkit
-        return report(source, error="cannot be read as TOML: %s" % exc)
-    cri = cri_table(data)
-    if cri is None:
-        return report(source, error="no CRI runtime plugin table")
-    containerd = cri.get("containerd") if isinstance(cri.get("containerd"), Mapping) else {}
-    runtimes = {}
-    for name, spec in (containerd.get("runtimes") or {}).items():
-        spec = spec if isinstance(spec, Mapping) else {}
-        options = spec.get("options") if isinstance(spec.get("options"), Mapping) else {}
-        runtimes[name] = {"type": spec.get("runtime_type"), "path": options.get("BinaryName"),
-                          "systemd_cgroup": options.get("SystemdCgroup")}
-    return report(source, default_runtime=containerd.get("default_runtime_name"), runtimes=runtimes,
-                  cdi=cri.get("enable_cdi"))
-
-
-def crio_report(text):
-    """``crio config`` as a report."""
-    source = REPORTERS["crio"][0]
-    try:
-        data = toml_data(text or "", source)
-    except (FileError, AttributeError) as exc:
-        return report(source, error="cannot be read as TOML: %s" % exc)
-    runtime = ((data.get("crio") or {}).get("runtime") or {}) if isinstance(data.get("crio"), Mapping) else {}
-    runtimes = dict((name, {"path": (spec or {}).get("runtime_path"), "type": (spec or {}).get("runtime_type")})
-                    for name, spec in (runtime.get("runtimes") or {}).items() if isinstance(spec, Mapping))
-    return report(source, default_runtime=runtime.get("default_runtime"), runtimes=runtimes)
+    """Warnings about what the planned restarts stop (each adapter's :meth:`.base.Runtime.restart_warnings`), where a
+    runtime's plan changes a file."""
+    warnings = []
+    for name, entry in sorted(found.items()):
+        warnings += registry.get(name).restart_warnings(entry, plans.get(name) or {})
+    return warnings
 
 
 def crictl_report(text):
@@ -243,11 +165,6 @@ def crictl_report(text):
                     for name, spec in (containerd.get("runtimes") or {}).items())
     return report("crictl info", default_runtime=containerd.get("defaultRuntimeName"), runtimes=runtimes,
                   cdi=config.get("enableCDI"))
-
-
-def _failed(command, rc, out, err):
-    text = " ".join(((err or "").strip() or (out or "").strip() or "no output").split())
-    return "'%s' exited %s: %s" % (command, rc, text[:500])
 
 
 # --- Packages and files --------------------------------------------------------------------------------------------
@@ -324,15 +241,15 @@ def describe_file(path):
 # --- Would nvidia_runtime_config change anything? ----------------------------------------------------------------
 
 # What a plan takes besides the options given: nvidia_runtime_config's own defaults where they do not depend on a vendor
-PLAN_DEFAULTS = {"config_path": None, "drop_in_path": None, "set_as_default": True, "cdi": False, "config_version": "auto",
-                 "state": "present", "backup": False, "validate": None}
+# (the runtime options' argument spec, args.py), and no backup or validation
+PLAN_DEFAULTS = dict(args.defaults(), backup=False, validate=None)
 
 
 def plan_changes(entries, found, host):
     """``{runtime: {changed, files, config_path, error}}`` for each plan of a runtime found: whether
     ``nvidia_runtime_config`` with those options would change a file (``changed`` None, with the reason in ``error``,
-    when it cannot tell: the module then says why itself). docker without ``config_path`` follows its unit's
-    ``--config-file``, as the container_toolkit role does."""
+    when it cannot tell: the module then says why itself). A plan without ``config_path`` follows the config its
+    daemon's command line names (``config_file``: docker's ``--config-file``), as the container_toolkit role does."""
     out = {}
     for entry in entries:
         name = entry["runtime"]
@@ -340,7 +257,7 @@ def plan_changes(entries, found, host):
             continue
         params = dict(PLAN_DEFAULTS)
         params.update(dict((k, v) for k, v in entry.items() if v is not None and v != ""))
-        if name == "docker" and not params.get("config_path"):
+        if not params.get("config_path"):
             params["config_path"] = found[name].get("config_file") or None
         try:
             the_plan = engine.plan(params, host)
@@ -395,70 +312,24 @@ def _unit_facts(adapter, units, read=_read):
     }
 
 
-def _docker_info(host):
-    """``docker info`` as ``(rc, out, err)``, or None where the docker CLI is not installed."""
-    cli = host.get_bin_path("docker")
-    return host.run_command([cli] + REPORTERS["docker"][1][1:]) if cli else None
-
-
-def _server_version(info):
-    """The daemon's version from a ``docker info`` that answered (``ServerVersion``), else None."""
-    if not info or info[0] != 0:
-        return None
-    try:
-        version = json.loads(info[1] or "").get("ServerVersion")
-    except (ValueError, AttributeError):
-        return None
-    return version if isinstance(version, str) and version else None
-
-
-def _daemon_report(name, adapter, binary, params, host, read=_read, docker_info=None):
-    if name == "docker":  # asked once, before the version (gather)
-        shown = REPORTERS["docker"][0]
-        if docker_info is None:
-            return report(shown, error="the docker CLI is not installed, so the daemon could not be asked")
-        rc, out, err = docker_info
-        return docker_report(out) if rc == 0 else report(shown, error=_failed(shown, rc, out, err))
-    if name == "containerd":
-        command = [binary, "--config", params.get("containerd_config") or adapter.config_path, "config", "dump"]
-        rc, out, err = host.run_command(command)
-        if rc != 0:
-            return report(CONTAINERD_DUMP, error=_failed(CONTAINERD_DUMP, rc, out, err))
-        return containerd_report(out, CONTAINERD_DUMP)
-    generated = getattr(adapter, "generated", None)
-    if generated:
-        text = read(generated)
-        if text is None:
-            return report(generated, error="%s is not there (the service writes it when it starts)" % generated)
-        return containerd_report(text, generated)
-    if name in REPORTERS:
-        shown, command = REPORTERS[name]
-        rc, out, err = host.run_command(command)
-        if rc != 0:
-            return report(shown, error=_failed(shown, rc, out, err))
-        return crio_report(out)
-    return None
-
-
 def gather(params, host, read=_read):
     """The facts (``ansible_facts.container_runtimes``); runs commands through ``host`` (a ``base.Host``)."""
     wanted = params.get("runtimes") or registry.NAMES
     found = {}
-    docker_info = None
+    answers = {}  # what each daemon answered when it was asked first (Runtime.ask), for its version and its report
     for name in wanted:
         adapter = registry.get(name)
         binary = host.get_bin_path(adapter.binary) if not os.path.isabs(adapter.binary) else (
             adapter.binary if os.access(adapter.binary, os.X_OK) else None)
         if not binary:
             continue
-        if name == "docker" and params.get("report", True):
-            # The daemon that answers says its version (docker info's ServerVersion), which spares starting dockerd
-            # (a large binary) only to print it; a daemon that does not answer is asked through its binary.
-            docker_info = _docker_info(host)
-            server = _server_version(docker_info)
-            if server and adapter.version(server):
-                found[name] = {"binary": binary, "version": adapter.version(server),
-                               "version_output": "docker info: ServerVersion %s" % server}
+        if params.get("report", True):
+            # A daemon that answers may say its version (docker info's ServerVersion), which spares starting its
+            # binary (a large one) only to print it; one that does not answer is asked through its binary.
+            answers[name] = adapter.ask(host)
+            answered = adapter.version_answered(answers[name])
+            if answered:
+                found[name] = {"binary": binary, "version": answered[0], "version_output": answered[1]}
                 continue
         rc, out, err = host.run_command([binary] + list(adapter.version_args))
         version = adapter.version(out) if rc == 0 else None
@@ -467,15 +338,17 @@ def gather(params, host, read=_read):
         found[name] = {"binary": binary, "version": version, "version_output": (out or "").strip()[:500]}
     units = _units(sorted(set(u for n in found for u in (registry.get(n).services or (registry.get(n).service,)))), host)
     for name, entry in found.items():
-        entry.update(_unit_facts(registry.get(name), units, read))
-        entry["config_file"] = flag_value(entry["command_line"], "--config-file") if name == "docker" else None
-        entry["reports"] = (_daemon_report(name, registry.get(name), entry["binary"], params, host, read, docker_info)
+        adapter = registry.get(name)
+        entry.update(_unit_facts(adapter, units, read))
+        entry["config_file"] = (flag_value(entry["command_line"], adapter.config_file_flag) if adapter.config_file_flag
+                                else None)
+        entry["reports"] = (adapter.report(entry["binary"], params, host, read, answers.get(name))
                             if params.get("report", True) else None)
     crictl = host.get_bin_path("crictl")
     crictl_facts = {"path": crictl, "reports": None}
     if crictl and params.get("report", True):
         rc, out, err = host.run_command([crictl, "info"])
-        crictl_facts["reports"] = crictl_report(out) if rc == 0 else report("crictl info", error=_failed("crictl info", rc, out, err))
+        crictl_facts["reports"] = crictl_report(out) if rc == 0 else report("crictl info", error=failed("crictl info", rc, out, err))
     held = []
     versions = packages(params.get("packages") or [], host, held)
     plans = plan_changes(params.get("plans") or [], found, host)

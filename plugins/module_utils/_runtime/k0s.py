@@ -32,7 +32,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import Fil
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Change, Runtime, real
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.common import toml_data
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.containerd import (
-    CRI_PLUGIN, _new_runtime, _table, _template_runtime, binary_version, check_version, go_match,
+    CRI_PLUGIN, _new_runtime, _table, _template_runtime, binary_version, check_version, generated_report, go_match,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.toml import PlainTree, render_tree
 
@@ -86,6 +86,10 @@ class K0s(Runtime):
     config_versions = (2, 3)
     toml = True
     generated = GENERATED  # what k0s writes at every start (the role reads it to verify)
+
+    def report(self, binary, params, host, read, answer):
+        """The containerd config it generated at its last start."""
+        return generated_report(self.generated, read)
 
     def owns(self, path):
         if path == real(GENERATED):

@@ -22,7 +22,7 @@ import os
 import re
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.containerd import Containerd
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.containerd import Containerd, generated_report
 
 SNAP_DATA = "/var/snap/microk8s/current"
 SNAP_CONTAINERD = "/snap/microk8s/current/bin/containerd"
@@ -40,6 +40,10 @@ class Microk8s(Containerd):
     config_path = SNAP_DATA + "/args/containerd-template.toml"
     drop_in_path = None
     generated = SNAP_DATA + "/args/containerd.toml"  # what the snap renders at every start (the role reads it)
+
+    def report(self, binary, params, host, read, answer):
+        """The containerd config it generated at its last start."""
+        return generated_report(self.generated, read)
 
     def owns(self, path):
         if _RENDERED.match(path):

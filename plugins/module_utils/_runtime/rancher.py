@@ -32,6 +32,7 @@ import re
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _files
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Change, Runtime
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.containerd import generated_report
 
 HEADER = "# Written by kubegpu.cluster (nvidia_runtime_config): the default runtime of %s's containerd.\n"
 # Where the distributions look for the runtime besides PATH (the GPU operator's toolkit directory).
@@ -65,6 +66,10 @@ class Rancher(Runtime):
     def generated(self):
         """The containerd config the distribution writes at every start (read, never written, by this adapter)."""
         return "/var/lib/rancher/%s/agent/etc/containerd/config.toml" % self.program
+
+    def report(self, binary, params, host, read, answer):
+        """The containerd config it generated at its last start."""
+        return generated_report(self.generated, read)
 
     def owns(self, path):
         if path.startswith(os.path.dirname(self.generated) + "/"):

@@ -10,9 +10,10 @@ import pytest
 from ansible_cli import run_module
 from k8s_helpers import gpu_fact
 
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import proof
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    DEFAULT_TOLERATIONS, READINESS_TAINT, READINESS_TOLERATION)
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _vendors
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import proof
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.taints import READINESS_TAINT, READINESS_TOLERATION
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import DEFAULT_TOLERATIONS
 
 ADMIN_TAINT = {"key": "example.com/dedicated", "value": "ml", "effect": "NoSchedule"}
 ADMIN_TOLERATION = {"key": ADMIN_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
@@ -75,7 +76,8 @@ def test_a_new_gpu_node_is_gated_until_its_proof_passes(sandbox, gated):
     # what gpu_validation decides from: a gated node is never settled, so the proof module runs
     seen = [n for n in first["nodes_seen"] if n["metadata"]["name"] == node]
     assert seen[0]["spec"]["taints"] == [READINESS_TAINT]
-    assert proof.settled({"nodes": [node], "readiness_taint": True, "proven_under": {}}, seen) is None
+    assert proof.settled({"nodes": [node], "readiness_taint": True, "proven_under": {}}, seen,
+                         proof.Workload(**_vendors.NVIDIA.proof)) is None
 
     rc, again = gated()
     assert rc == 0, again

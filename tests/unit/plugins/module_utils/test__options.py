@@ -15,7 +15,6 @@ import yaml
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _errors, _options
 
 MODULES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "plugins", "modules")
-FRAGMENTS = os.path.join(MODULES, "..", "doc_fragments")
 
 
 def test_split_takes_the_rules_out_of_the_spec_and_its_suboptions():
@@ -88,14 +87,22 @@ def _module_names():
     return sorted(n[:-3] for n in os.listdir(MODULES) if n.endswith(".py") and not n.startswith("_"))
 
 
+def _fragment_options(fragment):
+    """``kubegpu.cluster.<file>`` (its DOCUMENTATION) or ``kubegpu.cluster.<file>.<var>`` (its <VAR>), read as Ansible
+    reads it: from the class."""
+    parts = fragment.split(".")[2:]
+    holder = importlib.import_module("ansible_collections.kubegpu.cluster.plugins.doc_fragments." + parts[0])
+    text = getattr(holder.ModuleDocFragment, parts[1].upper() if len(parts) > 1 else "DOCUMENTATION")
+    return yaml.safe_load(text).get("options") or {}
+
+
 def _documented(name):
     text = open(os.path.join(MODULES, name + ".py")).read()
     doc = yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', text, re.S).group(1))
     options = {}
     for fragment in doc.get("extends_documentation_fragment") or []:
         if fragment.startswith("kubegpu.cluster."):
-            frag = open(os.path.join(FRAGMENTS, fragment.split(".")[-1] + ".py")).read()
-            options.update(yaml.safe_load(re.search(r'DOCUMENTATION = r"""(.*?)"""', frag, re.S).group(1)).get("options") or {})
+            options.update(_fragment_options(fragment))
     options.update(doc.get("options") or {})
     return options
 

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._audit import fleet, report
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.proof import ANNOTATION_LAST_PROOF
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.proof import ANNOTATION_LAST_PROOF
 
 NVIDIA = {"path": "/usr/bin/nvidia-container-runtime", "type": "io.containerd.runc.v2"}
 DAEMON_JSON = "/etc/docker/daemon.json"

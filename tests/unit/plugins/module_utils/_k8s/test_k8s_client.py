@@ -260,7 +260,7 @@ def test_the_typed_core_api_is_never_imported(tmp_path):
     that labels nodes or reads a pod's log must not pay it."""
     script = ("import sys\n"
               "from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client, node_labels\n"
-              "from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import proof\n"
+              "from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import proof\n"
               "c = client.Client(client.connect('%s'))\n"
               "c.core\n"
               "print(sorted(m for m in sys.modules if m.endswith('core_v1_api')))\n")

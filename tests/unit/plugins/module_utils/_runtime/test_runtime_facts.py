@@ -14,6 +14,9 @@ import pytest
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import facts
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime import engine as runner
 from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.base import Host
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.containerd import containerd_report
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.crio import crio_report
+from ansible_collections.kubegpu.cluster.plugins.module_utils._runtime.docker import docker_report
 
 RUNNING = " ; ignore_errors=no ; start_time=[Wed 2026-11-25 04:24:15 UTC] ; stop_time=[n/a] ; pid=945 ; code=(null) ; status=0/0 }"
 SHOW = """ExecStart={ path=/usr/sbin/dockerd ; argv[]=/usr/sbin/dockerd -H fd:// --containerd=/run/containerd/containerd.sock $DOCKER_OPTS""" \
@@ -158,30 +161,30 @@ def test_unit_facts_pick_the_enabled_unit_and_expand_its_environment(tmp_path):
 def test_docker_info_report():
     info = {"DefaultRuntime": "nvidia", "Runtimes": {"nvidia": {"path": "/usr/bin/nvidia-container-runtime"},
                                                      "runc": {"path": "runc"}}}
-    got = facts.docker_report(json.dumps(info))
+    got = docker_report(json.dumps(info))
     assert got == {"source": "docker info", "ok": True, "error": None, "default_runtime": "nvidia", "cdi": None,
                    "runtimes": {"nvidia": {"path": "/usr/bin/nvidia-container-runtime", "type": None},
                                 "runc": {"path": "runc", "type": None}}, "live_restore": None}
-    assert facts.docker_report(json.dumps(dict(info, LiveRestoreEnabled=False)))["live_restore"] is False
-    assert facts.docker_report(json.dumps(dict(info, LiveRestoreEnabled=True)))["live_restore"] is True
-    assert facts.docker_report("Cannot connect to the Docker daemon")["ok"] is False
-    assert facts.docker_report("[]")["error"] == "not a JSON object"
+    assert docker_report(json.dumps(dict(info, LiveRestoreEnabled=False)))["live_restore"] is False
+    assert docker_report(json.dumps(dict(info, LiveRestoreEnabled=True)))["live_restore"] is True
+    assert docker_report("Cannot connect to the Docker daemon")["ok"] is False
+    assert docker_report("[]")["error"] == "not a JSON object"
 
 
 def test_containerd_reports_of_both_plugin_layouts():
-    got = facts.containerd_report(CONTAINERD_DUMP, "containerd config dump")
+    got = containerd_report(CONTAINERD_DUMP, "containerd config dump")
     assert got["ok"] and got["default_runtime"] == "nvidia" and got["cdi"] is False
     assert got["runtimes"] == {
         "nvidia": {"type": "io.containerd.runc.v2", "path": "/usr/bin/nvidia-container-runtime", "systemd_cgroup": True},
         "runc": {"type": "io.containerd.runc.v2", "path": "", "systemd_cgroup": True}}
-    v3 = facts.containerd_report(CONTAINERD_V3, "/run/k0s/containerd-cri.toml")
+    v3 = containerd_report(CONTAINERD_V3, "/run/k0s/containerd-cri.toml")
     assert v3["ok"] and v3["default_runtime"] == "runc" and v3["cdi"] is None and v3["source"] == "/run/k0s/containerd-cri.toml"
-    assert facts.containerd_report('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd\n', "x")["ok"] is False
-    assert facts.containerd_report("version = 2\n", "x")["error"] == "no CRI runtime plugin table"
+    assert containerd_report('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd\n', "x")["ok"] is False
+    assert containerd_report("version = 2\n", "x")["error"] == "no CRI runtime plugin table"
 
 
 def test_crio_and_crictl_reports():
-    got = facts.crio_report(CRIO_CONFIG)
+    got = crio_report(CRIO_CONFIG)
     assert got["default_runtime"] == "nvidia"
     assert got["runtimes"]["nvidia"] == {"path": "/usr/bin/nvidia-container-runtime", "type": "oci"}
     info = {"config": {"enableCDI": True, "containerd": {"defaultRuntimeName": "nvidia", "runtimes": {

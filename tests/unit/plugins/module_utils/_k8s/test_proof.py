@@ -1,29 +1,35 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Unit tests of the proof workload's pure parts: which resource a proof asks for, the Job it runs, the verdicts."""
+"""Unit tests of the proof workload's pure parts: which resource a proof asks for, the Job it runs, the verdicts; with
+NVIDIA's workload (the vendor registry's) unless a test says otherwise."""
 
 import json
 
 import pytest
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv, proof
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _vendors
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, proof
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
+
+NV = proof.Workload(**_vendors.NVIDIA.proof)
+AMD = proof.Workload(**_vendors.AMD.proof)
 
 
 def test_advertised_reads_only_nvidia_resources():
     node = {"status": {"allocatable": {"cpu": "16", "nvidia.com/gpu": "4", "nvidia.com/mig-1g.10gb": "7"}}}
-    assert proof.advertised(node) == {"nvidia.com/gpu": 4, "nvidia.com/mig-1g.10gb": 7}
-    assert proof.advertised({}) == {}
+    assert proof.advertised(node, NV) == {"nvidia.com/gpu": 4, "nvidia.com/mig-1g.10gb": 7}
+    assert proof.advertised({}, NV) == {}
 
 
 def test_a_vendor_proof_reads_its_vendors_resources_and_picks_one():
     node = {"status": {"allocatable": {"cpu": "16", "nvidia.com/gpu": "4", "amd.com/gpu": "2", "gpu.intel.com/i915": "3"}}}
-    amd = {"resource_prefixes": ["amd.com"]}
-    assert proof.advertised(node, amd) == {"amd.com/gpu": 2}
-    assert proof.advertised(node, {"resource_prefixes": ["gpu.intel.com"]}) == {"gpu.intel.com/i915": 3}
-    assert proof.pick_resource(proof.advertised(node, amd)) == "amd.com/gpu"
+    assert proof.advertised(node, AMD) == {"amd.com/gpu": 2}
+    assert proof.advertised(node, proof.Workload(**_vendors.INTEL.proof)) == {"gpu.intel.com/i915": 3}
+    assert proof.pick_resource(proof.advertised(node, AMD), AMD) == "amd.com/gpu"
     with pytest.raises(K8sError, match="no node advertises an amd.com resource"):
-        proof.plan(dict(amd, per_node=True), {"kg-cpu": {}})
+        proof.plan({"per_node": True}, {"kg-cpu": {}}, AMD)
+    # a resource named without its prefix gets the vendor's
+    assert proof.plan({"resource": "gpu"}, {"kg-mi210": {"amd.com/gpu": 2}}, AMD) == [(None, "amd.com/gpu")]
 
 
 @pytest.mark.parametrize("resources, want", [
@@ -35,7 +41,7 @@ def test_a_vendor_proof_reads_its_vendors_resources_and_picks_one():
     ({"nvidia.com/gpu": 0}, None),
 ])
 def test_pick_resource(resources, want):
-    assert proof.pick_resource(resources) == want
+    assert proof.pick_resource(resources, NV) == want
 
 
 def test_job_names_are_valid_stable_and_distinct():
@@ -49,7 +55,7 @@ def test_job_names_are_valid_stable_and_distinct():
 
 def test_job_asks_for_one_gpu_with_limits_and_is_pinned():
     job = proof.render_job({"timeout": 120, "runtime_class": "nvidia", "image_pull_secrets": ["mirror"]},
-                           "gpu-validation", "gpu-1", "nvidia.com/gpu.shared")
+                           "gpu-validation", "gpu-1", "nvidia.com/gpu.shared", NV)
     spec = job["spec"]["template"]["spec"]
     ctr = spec["containers"][0]
     assert ctr["resources"] == {"limits": {"nvidia.com/gpu.shared": 1}}  # the request defaults to the limit
@@ -65,7 +71,7 @@ def test_job_asks_for_one_gpu_with_limits_and_is_pinned():
 
 
 def test_cluster_wide_job_is_not_pinned_and_takes_a_command():
-    job = proof.render_job({"command": ["nvidia-smi"], "args": ["-L"], "tolerations": []}, "ns", None, "nvidia.com/gpu")
+    job = proof.render_job({"command": ["nvidia-smi"], "args": ["-L"], "tolerations": []}, "ns", None, "nvidia.com/gpu", NV)
     spec = job["spec"]["template"]["spec"]
     assert "nodeSelector" not in spec and spec["tolerations"] == []
     assert spec["containers"][0]["command"] == ["nvidia-smi"] and spec["containers"][0]["args"] == ["-L"]
@@ -82,34 +88,40 @@ def test_job_finished(conditions, want):
 
 
 def test_hints_for_known_failures():
-    assert "device plugin" in proof.hint("0/7 nodes are available: 7 Insufficient nvidia.com/gpu.")
-    assert "toleration" in proof.hint("1 node(s) had untolerated taint {nvidia.com/gpu: present}")
-    assert "runtime" in proof.hint("Failed to initialize NVML: could not load NVML library")
-    assert proof.hint("something else") == ""
+    assert "device plugin" in proof.hint("0/7 nodes are available: 7 Insufficient nvidia.com/gpu.", NV)
+    assert "toleration" in proof.hint("1 node(s) had untolerated taint {nvidia.com/gpu: present}", NV)
+    assert "runtime" in proof.hint("Failed to initialize NVML: could not load NVML library", NV)
+    assert proof.hint("something else", NV) == ""
+    # a scheduler message naming both: the vendor's hint (the resource) first
+    assert "device plugin" in proof.hint("0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) had "
+                                         "untolerated taint {x: y}", NV)
+    # another vendor's proof gets the hints any proof gets, not NVIDIA's
+    assert "toleration" in proof.hint("1 node(s) had untolerated taint {amd.com/gpu: present}", AMD)
+    assert proof.hint("Failed to initialize NVML: could not load NVML library", AMD) == ""
 
 
 NODES = {"gpu-1": {"nvidia.com/gpu": 4}, "mig-1": {"nvidia.com/mig-1g.10gb": 7}, "cpu-1": {}}
 
 
 def test_plan_one_proof_for_the_cluster():
-    assert proof.plan({}, NODES) == [(None, "nvidia.com/gpu")]
-    assert proof.plan({"resource": "mig-1g.10gb"}, NODES) == [(None, "nvidia.com/mig-1g.10gb")]
+    assert proof.plan({}, NODES, NV) == [(None, "nvidia.com/gpu")]
+    assert proof.plan({"resource": "mig-1g.10gb"}, NODES, NV) == [(None, "nvidia.com/mig-1g.10gb")]
 
 
 def test_plan_per_node_picks_each_nodes_resource():
-    assert proof.plan({"per_node": True}, NODES) == [("gpu-1", "nvidia.com/gpu"), ("mig-1", "nvidia.com/mig-1g.10gb")]
-    assert proof.plan({"nodes": ["mig-1"]}, NODES) == [("mig-1", "nvidia.com/mig-1g.10gb")]
+    assert proof.plan({"per_node": True}, NODES, NV) == [("gpu-1", "nvidia.com/gpu"), ("mig-1", "nvidia.com/mig-1g.10gb")]
+    assert proof.plan({"nodes": ["mig-1"]}, NODES, NV) == [("mig-1", "nvidia.com/mig-1g.10gb")]
 
 
 def test_plan_refuses_what_cannot_run():
     with pytest.raises(OptionError, match="nodes: node 'gpu-9' is not in the cluster"):
-        proof.plan({"nodes": ["gpu-9"]}, NODES)
+        proof.plan({"nodes": ["gpu-9"]}, NODES, NV)
     with pytest.raises(K8sError, match="cpu-1 advertises no nvidia.com resource"):
-        proof.plan({"nodes": ["cpu-1"]}, NODES)
+        proof.plan({"nodes": ["cpu-1"]}, NODES, NV)
     with pytest.raises(K8sError, match="no node advertises"):
-        proof.plan({}, {"cpu-1": {}})
+        proof.plan({}, {"cpu-1": {}}, NV)
     with pytest.raises(K8sError, match="no node advertises"):
-        proof.plan({"per_node": True}, {"cpu-1": {}})
+        proof.plan({"per_node": True}, {"cpu-1": {}}, NV)
 
 
 class FakeClient(k8s_client.Client):
@@ -146,7 +158,7 @@ def verdict(core, job=None, pods=(POD,), events=(), **params):
     job = DONE if job is None else job
     options = dict(success_pattern=nv.PROOF_PATTERN, timeout=60)
     options.update(params)
-    return proof.Proof(options, FakeClient(pods, events, core))._verdict(None, "nvidia.com/gpu", job)
+    return proof.Proof(options, FakeClient(pods, events, core), NV)._verdict(None, "nvidia.com/gpu", job)
 
 
 def test_log_with_the_pattern_passes():
@@ -190,14 +202,14 @@ UNDER = {"gpu-1": {"driver_version": "550.54.15", "runtime": "containerd 1.7.24 
 
 def test_what_a_proof_runs_under_hashes_each_nodes_own_config():
     from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.plugin_config import config_hash
-    under = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER})
+    under = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER}, NV)
     assert under["gpu-1"]["config_hash"] == config_hash(CONFIGS["default"])
     assert under["gpu-2"]["config_hash"] == config_hash(CONFIGS["ts2"]) != under["gpu-1"]["config_hash"]
     assert under["gpu-1"]["proof"] == under["gpu-2"]["proof"]
-    other_image = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER, "image": "mirror/vectoradd:1"})
+    other_image = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER, "image": "mirror/vectoradd:1"}, NV)
     assert other_image["gpu-1"]["proof"] != under["gpu-1"]["proof"]  # another proof is proved again
     # without the configs (the device_plugin role did not run in the play) the hash is unknown
-    assert proof.under_by_node({"proven_under": UNDER})["gpu-1"]["config_hash"] is None
+    assert proof.under_by_node({"proven_under": UNDER}, NV)["gpu-1"]["config_hash"] is None
 
 
 @pytest.mark.parametrize("under, field", [
@@ -207,7 +219,7 @@ def test_what_a_proof_runs_under_hashes_each_nodes_own_config():
 ])
 def test_bad_proven_under_names_the_field(under, field):
     with pytest.raises(OptionError) as caught:
-        proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": under})
+        proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": under}, NV)
     assert caught.value.option == field
 
 
@@ -216,7 +228,7 @@ def node_with(record_text, name="gpu-1"):
 
 
 def test_a_record_is_written_and_read_back():
-    under = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER})["gpu-1"]
+    under = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER}, NV)["gpu-1"]
     passed = {"node": "gpu-1", "job": "gpu-proof-gpu-1-abcdef", "resource": "nvidia.com/gpu", "passed": True,
               "detail": "succeeded, log shows 'Test PASSED'"}
     text = proof.record(passed, under)
@@ -228,7 +240,7 @@ def test_a_record_is_written_and_read_back():
 
 
 def test_the_last_proof_stands_only_while_nothing_changed():
-    under = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER})["gpu-1"]
+    under = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER}, NV)["gpu-1"]
     last = proof.read_record(node_with(proof.record({"job": "j", "resource": "nvidia.com/gpu", "detail": "ok"}, under)))
     assert "unchanged since the proof passed at" in proof.still_valid(last, under, {"nvidia.com/gpu": 4})
     for key, value in (("driver_version", "560.35.03"), ("runtime", "docker 27.0 default nvidia"), ("config_hash", "0" * 64)):
@@ -251,7 +263,7 @@ def test_the_last_proof_stands_only_while_nothing_changed():
 
 
 def test_a_record_keeps_what_this_run_did_not_know_from_the_last_one():
-    under = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER})["gpu-1"]
+    under = proof.under_by_node({"plugin_configs": CONFIGS, "proven_under": UNDER}, NV)["gpu-1"]
     last = proof.read_record(node_with(proof.record({"job": "j", "resource": "nvidia.com/gpu", "detail": "ok"}, under)))
     now = dict(under, runtime=None, driver_version="560.35.03")
     assert proof.merged_under(now, last) == dict(under, driver_version="560.35.03")
@@ -283,14 +295,14 @@ def gpu_node(name, record_text=None, count=4):
 
 def test_a_rerun_keeps_the_nodes_whose_proof_stands_and_runs_the_others():
     params = {"plugin_configs": CONFIGS, "proven_under": UNDER, "per_node": True}
-    under = proof.under_by_node(params)
+    under = proof.under_by_node(params, NV)
     stands = proof.record({"job": "gpu-proof-gpu-1", "resource": "nvidia.com/gpu", "detail": "succeeded"}, under["gpu-1"])
     old = proof.record({"job": "gpu-proof-gpu-2", "resource": "nvidia.com/gpu", "detail": "succeeded"},
                        dict(under["gpu-2"], driver_version="535.161.08"))
     client = RecordingClient([gpu_node("gpu-1", stands), gpu_node("gpu-2", old), gpu_node("gpu-3")])
-    runner = proof.Proof(params, client)
+    runner = proof.Proof(params, client, NV)
     nodes = runner.nodes()
-    planned = proof.plan(params, nodes)
+    planned = proof.plan(params, nodes, NV)
     to_run, kept = proof.keep(params, planned, nodes, under, runner.records)
     assert to_run == [("gpu-2", "nvidia.com/gpu"), ("gpu-3", "nvidia.com/gpu")]  # gpu-3: none on record
     [one] = kept
@@ -299,14 +311,14 @@ def test_a_rerun_keeps_the_nodes_whose_proof_stands_and_runs_the_others():
     assert proof.keep(dict(params, reprove="always"), planned, nodes, under, runner.records)[0] == planned
     # the cluster-wide proof stands when one node's last proof does
     wide = dict(params, per_node=False)
-    assert proof.keep(wide, proof.plan(wide, nodes), nodes, under, runner.records)[0] == []
+    assert proof.keep(wide, proof.plan(wide, nodes, NV), nodes, under, runner.records)[0] == []
 
 
 def test_settled_is_the_modules_result_when_every_proof_stands_on_the_nodes_as_listed():
     # the module's options as its argument spec completes them; settled() completes left-out ones the same way
-    params = dict(proof.DECIDING_DEFAULTS, plugin_configs=CONFIGS, proven_under=UNDER, per_node=True,
-                  namespace="gpu-validation")
-    under = proof.under_by_node(params)
+    params = NV.fill(dict(proof.DECIDING_DEFAULTS, plugin_configs=CONFIGS, proven_under=UNDER, per_node=True,
+                          namespace="gpu-validation"))
+    under = proof.under_by_node(params, NV)
 
     def stands(name):
         return proof.record({"job": "gpu-proof-" + name, "resource": "nvidia.com/gpu", "detail": "succeeded"},
@@ -314,46 +326,46 @@ def test_settled_is_the_modules_result_when_every_proof_stands_on_the_nodes_as_l
 
     cpu = {"metadata": {"name": "cpu-9"}, "status": {"allocatable": {"cpu": "16"}}}
     found = [gpu_node("gpu-1", stands("gpu-1")), gpu_node("gpu-2", stands("gpu-2")), cpu]
-    result = proof.settled(params, found)
+    result = proof.settled(params, found, NV)
     assert result["passed"] is True and result["changed"] is False and result["recorded"] == []
     assert [(r["node"], r["ran"]) for r in result["results"]] == [("gpu-1", False), ("gpu-2", False)]
     assert result["allocatable"]["cpu-9"] == {} and result["namespace"] == "gpu-validation"
     assert set(result["last_proofs"]) == {"gpu-1", "gpu-2"}
     # the module's own decision on the same nodes runs nothing either
-    runner = proof.Proof(params, RecordingClient(found))
+    runner = proof.Proof(params, RecordingClient(found), NV)
     nodes = runner.nodes()
-    assert proof.keep(params, proof.plan(params, nodes), nodes, under, runner.records)[0] == []
+    assert proof.keep(params, proof.plan(params, nodes, NV), nodes, under, runner.records)[0] == []
 
     # one proof to run, reprove always, no proven_under, or a plan the module would refuse: the module decides
-    assert proof.settled(dict(params, success_pattern=None, image=None), found)["passed"] is True  # defaults filled in
-    assert proof.settled(dict(params, success_pattern="other"), found) is None  # another proof: prove again
-    assert proof.settled(params, [gpu_node("gpu-1", stands("gpu-1")), gpu_node("gpu-2")]) is None
-    assert proof.settled(params, found + [gpu_node("gpu-3")]) is None  # a GPU node not in proven_under is proved
-    assert proof.settled(dict(params, reprove="always"), found) is None
-    assert proof.settled(dict(params, proven_under={}), found) is None
-    assert proof.settled(dict(params, nodes=["gpu-7"]), found) is None  # not in the cluster: the module says so
+    assert proof.settled(dict(params, success_pattern=None, image=None), found, NV)["passed"] is True  # defaults filled in
+    assert proof.settled(dict(params, success_pattern="other"), found, NV) is None  # another proof: prove again
+    assert proof.settled(params, [gpu_node("gpu-1", stands("gpu-1")), gpu_node("gpu-2")], NV) is None
+    assert proof.settled(params, found + [gpu_node("gpu-3")], NV) is None  # a GPU node not in proven_under is proved
+    assert proof.settled(dict(params, reprove="always"), found, NV) is None
+    assert proof.settled(dict(params, proven_under={}), found, NV) is None
+    assert proof.settled(dict(params, nodes=["gpu-7"]), found, NV) is None  # not in the cluster: the module says so
     # ansible-core 2.17 and 2.18 template a role's `x or none` to "": left out, as the module's omit is
-    assert proof.settled(dict(params, command="", args="", resource="", runtime_class=""), found)["passed"] is True
+    assert proof.settled(dict(params, command="", args="", resource="", runtime_class=""), found, NV)["passed"] is True
 
 
 def test_a_play_that_reads_nothing_keeps_the_proofs_that_stand():
     """Issue 26: gpu_validation alone (no driver, toolkit or device plugin role in the play) knows nothing of the
     nodes but their names: the proofs on record stand, and no proof runs."""
-    params = dict(proof.DECIDING_DEFAULTS, plugin_configs=CONFIGS, proven_under=UNDER, per_node=True)
-    under = proof.under_by_node(params)
+    params = NV.fill(dict(proof.DECIDING_DEFAULTS, plugin_configs=CONFIGS, proven_under=UNDER, per_node=True))
+    under = proof.under_by_node(params, NV)
     found = [gpu_node(name, proof.record({"job": "gpu-proof-" + name, "resource": "nvidia.com/gpu", "detail": "ok"},
                                          under[name])) for name in ("gpu-1", "gpu-2")]
     blind = dict(params, plugin_configs={}, proven_under={"gpu-1": {}, "gpu-2": {}})
-    assert proof.settled(blind, found)["passed"] is True
-    assert proof.settled(dict(blind, per_node=False), found)["passed"] is True
-    assert proof.settled(dict(blind, image="mirror/vectoradd:2"), found) is None  # the proof itself changed
+    assert proof.settled(blind, found, NV)["passed"] is True
+    assert proof.settled(dict(blind, per_node=False), found, NV)["passed"] is True
+    assert proof.settled(dict(blind, image="mirror/vectoradd:2"), found, NV) is None  # the proof itself changed
 
 
 def test_passed_proofs_are_recorded_on_their_nodes_only():
     params = {"plugin_configs": CONFIGS, "proven_under": UNDER}
-    under = proof.under_by_node(params)
+    under = proof.under_by_node(params, NV)
     client = RecordingClient([])
-    runner = proof.Proof(params, client)
+    runner = proof.Proof(params, client, NV)
     results = [{"node": "gpu-1", "job": "a", "resource": "nvidia.com/gpu", "passed": True, "detail": "succeeded"},
                {"node": "gpu-2", "job": "b", "resource": "nvidia.com/gpu", "passed": False, "detail": "failed"},
                {"node": "cpu-9", "job": "c", "resource": "nvidia.com/gpu", "passed": True, "detail": "succeeded"}]
@@ -397,17 +409,33 @@ class NamespaceClient(k8s_client.Client):
 
 def test_a_namespace_being_deleted_is_waited_for_then_created_again():
     client = NamespaceClient()
-    run = proof.Proof({"namespace": "gpu-validation"}, client)
+    run = proof.Proof({"namespace": "gpu-validation"}, client, NV)
     assert run._ensure_namespace(dry_run=False) is True  # pylint: disable=protected-access
     assert client.calls == [("wait", "Namespace", "metadata.name=gpu-validation", proof.NAMESPACE_GONE_TIMEOUT),
                             ("apply", "Namespace", "gpu-validation", False)]
     assert run.created_namespace is True
     # a dry run waits for nothing: the namespace is not there for the Jobs to be validated in
     client = NamespaceClient()
-    assert proof.Proof({"namespace": "gpu-validation"}, client)._ensure_namespace(dry_run=True) is False  # pylint: disable=protected-access
+    assert proof.Proof({"namespace": "gpu-validation"}, client, NV)._ensure_namespace(dry_run=True) is False  # pylint: disable=protected-access
     assert client.calls == []
 
 
 def test_a_namespace_stuck_in_deletion_is_named_with_what_to_look_at():
     with pytest.raises(K8sError, match="namespace gpu-validation is still being deleted after 120 s"):
-        proof.Proof({"namespace": "gpu-validation"}, NamespaceClient(stuck=True))._ensure_namespace(dry_run=False)  # pylint: disable=protected-access
+        proof.Proof({"namespace": "gpu-validation"}, NamespaceClient(stuck=True), NV)._ensure_namespace(dry_run=False)  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize("config", list(CONFIGS.values()) + [{"vendor": "amd"}, {}])
+def test_a_config_is_hashed_as_device_plugin_deploy_hashes_it(config):
+    """gpu_proof documents that a node's config is hashed as device_plugin_deploy hashes it: the proof's own hash (it
+    knows no vendor) and NVIDIA's plugin config hash stay equal, or every record would prove again."""
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import plugin_config  # pylint: disable=import-outside-toplevel
+    assert proof.config_hash(config) == plugin_config.config_hash(config)
+    assert proof.DEFAULT_CONFIG_NAME == nv.DEFAULT_CONFIG_NAME
+
+
+def test_a_workload_fills_in_only_what_the_options_leave_out():
+    filled = AMD.fill({"image": "mirror/rocm:1", "command": None, "success_pattern": None, "tolerations": None})
+    assert filled["image"] == "mirror/rocm:1" and filled["command"] == ["rocminfo"]
+    assert filled["command"] is not _vendors.AMD.proof["command"]  # a copy: the registry's stays as it is
+    assert NV.fill({"command": None})["command"] is None  # NVIDIA's image has its own entry point

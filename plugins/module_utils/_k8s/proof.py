@@ -4,8 +4,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
-"""The proof workload: Jobs that each ask for one NVIDIA GPU, watched until they finish, their logs checked, and always
-removed again. The object rendering and the verdicts are pure functions; :class:`Proof` makes the API calls.
+"""The proof workload, for any vendor: Jobs that each ask for one GPU, watched until they finish, their logs checked,
+and always removed again. What a vendor's proof runs and looks at (its resources, image, command, success pattern,
+tolerations, the resource it prefers, the hints its failures get) is a :class:`Workload`, made from the vendor's entry
+of the vendor registry (``_vendors.py``); this file knows no vendor. The object rendering and the verdicts are pure
+functions; :class:`Proof` makes the API calls.
 
 Proof only when something could have changed: with ``proven_under`` (per node: its device plugin config, driver
 version and container runtime), a passed proof is recorded on its node in the annotation
@@ -25,66 +28,100 @@ import re
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError, WaitTimeout
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects, taints
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import LABEL_MANAGED_BY, MANAGER
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.plugin_config import config_hash
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    DEFAULT_CONFIG_NAME, MIG_RESOURCE_PREFIX, PROOF_IMAGE, PROOF_NAMESPACE, PROOF_PATTERN, PROOF_RESOURCE_PREFERENCE, PROOF_TIMEOUT,
-    PROOF_TOLERATIONS, READINESS_TAINT, READINESS_TOLERATION, RESOURCE_PREFIX,
-    resource as qualified,
-)
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.taints import READINESS_TAINT, READINESS_TOLERATION
 
 FIELD_MANAGER = MANAGER + "/gpu-proof"
+NAMESPACE = "gpu-validation"  # gpu_proof's namespace option, by default
+TIMEOUT = 300  # gpu_proof's timeout option, by default: seconds to wait for the Jobs
 NAMESPACE_GONE_TIMEOUT = 120  # seconds to wait for a namespace being deleted before the proof creates it again
 LABEL_PROOF = "kubegpu.cluster/gpu-proof"
 LABEL_PROOF_JOB = "kubegpu.cluster/gpu-proof-job"
 CREATED_BY = "gpu_proof"  # the created-by annotation of a namespace the proof made
+DEFAULT_CONFIG_NAME = "default"  # a node's device plugin config in proven_under when it names none
 # The node annotation of the last passed proof (JSON, see :func:`record`): the one place its key is written.
 ANNOTATION_LAST_PROOF = "kubegpu.cluster/last-proof"
 # What a proof runs under, per node (``proven_under``), besides the proof itself
 UNDER_KEYS = ("config_hash", "driver_version", "runtime")
 REPROVE = ("changed", "always")
+# What the workload options of a proof are, where a vendor's Workload fills in those the caller leaves out (None)
+WORKLOAD_OPTIONS = ("image", "command", "success_pattern", "tolerations")
 
-# What a pod that cannot start says, and what to do about it.
-_HINTS = (
-    ("Insufficient nvidia.com", "no node has a free GPU of that resource: check that the device plugin runs on the GPU "
-                                "nodes and that they advertise it (kubectl describe node, Allocatable)"),
+# What a pod that cannot start says, and what to do about it, whatever the vendor (a vendor's own hints, its
+# Workload's, are looked for first).
+HINTS = (
     ("untolerated taint", "the GPU nodes are tainted: add a matching toleration (gpu_validation_tolerations)"),
     ("didn't match Pod's node affinity/selector", "no node matches the proof's node selector"),
-    ("could not load NVML", "the pod did not run under the NVIDIA runtime: make nvidia the default runtime "
-                            "(kubegpu.cluster.container_toolkit) or set a runtime class"),
     ("ErrImagePull", "the image cannot be pulled: mirror it and set gpu_validation_image"),
     ("ImagePullBackOff", "the image cannot be pulled: mirror it and set gpu_validation_image"),
     ("UnexpectedAdmissionError", "the kubelet refused the pod at admission (shared GPUs: ask for one device only)"),
 )
 
 
-def prefixes_of(params):
-    """The resource prefixes a proof looks at: ``resource_prefixes`` (set by the module from O(vendor): ``amd.com``,
-    ``gpu.intel.com``), ``nvidia.com`` when not given."""
-    return tuple(params.get("resource_prefixes") or (RESOURCE_PREFIX,))
+class Workload(object):
+    """A vendor's proof: ``resource_prefixes``, the resources it looks at (``amd.com``); ``image``, ``command``,
+    ``success_pattern`` and ``tolerations``, what runs where the options leave them out (None: nothing to fill in);
+    ``preference``, the resources it asks for first, in order, then the first of those starting with
+    ``then_prefix`` (NVIDIA: a whole GPU, a shared one, then a MIG slice), else the first by name; ``hints``,
+    ``(text in a failure, what to do)`` pairs looked for before :data:`HINTS`. Built from a vendor's ``proof`` entry
+    in the vendor registry: ``Workload(**vendor.proof)``."""
+
+    def __init__(self, resource_prefixes, image, success_pattern, command=None, tolerations=None, preference=(),
+                 then_prefix=None, hints=()):
+        self.resource_prefixes = tuple(resource_prefixes)
+        self.image = image
+        self.command = command
+        self.success_pattern = success_pattern
+        self.tolerations = tolerations
+        self.preference = tuple(preference)
+        self.then_prefix = then_prefix
+        self.hints = tuple(hints)
+
+    def fill(self, params):
+        """The options with the workload's own where they are left out (None); what the caller gives wins."""
+        out = dict(params)
+        for key in WORKLOAD_OPTIONS:
+            value = getattr(self, key)
+            if out.get(key) is None and value is not None:
+                out[key] = list(value) if isinstance(value, (list, tuple)) else value
+        return out
 
 
-def advertised(node, params=None):
-    """What a node advertises of the proof's vendor: its allocatable counts under :func:`prefixes_of`."""
+def config_hash(config):
+    """A node's device plugin config as device_plugin_deploy hashes it (the SHA-256 of its JSON text, sorted keys, two
+    spaces, a final newline; tests/unit keep the two equal), whatever the vendor."""
+    return hashlib.sha256((json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8")).hexdigest()
+
+
+def qualified(name, workload):
+    """``name`` as a fully qualified resource name: a name without a prefix gets the workload's first
+    (``gpu`` -> ``nvidia.com/gpu``); a qualified name stays as it is."""
+    return name if "/" in name else workload.resource_prefixes[0] + "/" + name
+
+
+def advertised(node, workload):
+    """What a node advertises of the proof's vendor: its allocatable counts under the workload's resource prefixes."""
     found = {}
-    for prefix in prefixes_of(params or {}):
+    for prefix in workload.resource_prefixes:
         found.update(k8s_objects.allocatable(node, prefix))
     return found
 
 
-def _none_advertised(params, node=None):
-    what = " or ".join(prefixes_of(params))
+def _none_advertised(workload, node=None):
+    what = " or ".join(workload.resource_prefixes)
     return ("node %s advertises no %s resource" % (node, what) if node
             else "no node advertises a%s %s resource" % ("n" if what[0] in "aeino" else "", what))
 
 
-def pick_resource(resources):
-    """The resource a proof on a node with ``resources`` (``{name: count}``) asks for, or None."""
+def pick_resource(resources, workload):
+    """The resource a proof on a node with ``resources`` (``{name: count}``) asks for, or None: the first of the
+    workload's ``preference`` the node has, else the first by name of those starting with its ``then_prefix``, else
+    the first by name."""
     have = dict((k, v) for k, v in resources.items() if v > 0)
-    for name in PROOF_RESOURCE_PREFERENCE:
+    for name in workload.preference:
         if name in have:
             return name
-    mig = sorted(k for k in have if k.startswith(MIG_RESOURCE_PREFIX))
-    return mig[0] if mig else (sorted(have)[0] if have else None)
+    then = sorted(k for k in have if workload.then_prefix and k.startswith(workload.then_prefix))
+    return then[0] if then else (sorted(have)[0] if have else None)
 
 
 def job_name(node):
@@ -95,11 +132,12 @@ def job_name(node):
     return "gpu-proof-%s-%s" % (slug, hashlib.sha256(node.encode("utf-8")).hexdigest()[:6])
 
 
-def render_job(params, namespace, node, resource):
-    """The Job for one proof: one container asking for one ``resource``, no retries, pinned to ``node`` if given."""
+def render_job(params, namespace, node, resource, workload):
+    """The Job for one proof: one container asking for one ``resource``, no retries, pinned to ``node`` if given;
+    the workload's image and tolerations where ``params`` have none."""
     container = {
         "name": "gpu-proof",
-        "image": params.get("image") or PROOF_IMAGE,
+        "image": params.get("image") or workload.image,
         "resources": {"limits": {resource: 1}},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
@@ -107,7 +145,7 @@ def render_job(params, namespace, node, resource):
         container["command"] = list(params["command"])
     if params.get("args"):
         container["args"] = list(params["args"])
-    tolerations = list(params.get("tolerations") if params.get("tolerations") is not None else PROOF_TOLERATIONS)
+    tolerations = list(params.get("tolerations") if params.get("tolerations") is not None else workload.tolerations or [])
     if params.get("readiness_taint"):  # the proof is what clears the gate: it must run on a gated node
         tolerations.append(dict(READINESS_TOLERATION))
     spec = {
@@ -131,7 +169,7 @@ def render_job(params, namespace, node, resource):
             "backoffLimit": 0,
             # a safety net past the module's own wait, so that a pod that is still Pending when the wait ends is
             # there to say why; the module deletes the Job itself
-            "activeDeadlineSeconds": max(int(params.get("timeout") or PROOF_TIMEOUT), 1) + 300,
+            "activeDeadlineSeconds": max(int(params.get("timeout") or TIMEOUT), 1) + 300,
             "ttlSecondsAfterFinished": 600,
             "template": {"metadata": {"labels": dict(labels, **{LABEL_PROOF_JOB: name})}, "spec": spec},
         },
@@ -150,24 +188,24 @@ def job_finished(job):
     return False, False
 
 
-def hint(text):
-    """The action for a known failure message, or an empty string."""
-    for needle, action in _HINTS:
+def hint(text, workload):
+    """The action for a known failure message (the workload's hints first), or an empty string."""
+    for needle, action in workload.hints + HINTS:
         if needle in (text or ""):
             return action
     return ""
 
 
-def plan(params, nodes):
+def plan(params, nodes, workload):
     """``[(node, resource)]``: the proofs to run. ``nodes`` maps every node name to its advertised resources."""
     resource = params.get("resource")
     if resource:
-        resource = qualified(resource)
+        resource = qualified(resource, workload)
     wanted = params.get("nodes")
     if not wanted and params.get("per_node"):
         wanted = sorted(n for n, res in nodes.items() if any(c > 0 for c in res.values()))
         if not wanted:
-            raise K8sError(_none_advertised(params) + ", so no GPU workload can run: check that "
+            raise K8sError(_none_advertised(workload) + ", so no GPU workload can run: check that "
                            "the device plugin runs on the GPU nodes (kubegpu.cluster.device_plugin)",
                            allocatable=nodes)
     if not wanted:
@@ -177,9 +215,9 @@ def plan(params, nodes):
         for resources in nodes.values():
             for name, count in resources.items():
                 cluster[name] = cluster.get(name, 0) + count
-        picked = pick_resource(cluster)
+        picked = pick_resource(cluster, workload)
         if picked is None:
-            raise K8sError(_none_advertised(params) + ", so no GPU workload can run: check that "
+            raise K8sError(_none_advertised(workload) + ", so no GPU workload can run: check that "
                            "the device plugin runs on the GPU nodes (kubegpu.cluster.device_plugin)",
                            allocatable=nodes)
         return [(None, picked)]
@@ -187,29 +225,29 @@ def plan(params, nodes):
     for node in wanted:
         if node not in nodes:
             raise OptionError("nodes", "node '%s' is not in the cluster" % node)
-        picked = resource or pick_resource(nodes[node])
+        picked = resource or pick_resource(nodes[node], workload)
         if picked is None:
-            raise K8sError(_none_advertised(params, node) + ", so no GPU workload can run "
+            raise K8sError(_none_advertised(workload, node) + ", so no GPU workload can run "
                            "there: check its device plugin pod (kubectl -n <namespace> get pods -o wide)",
                            allocatable=nodes)
         out.append((node, picked))
     return out
 
 
-def proof_hash(params):
+def proof_hash(params, workload):
     """What of the proof itself a passed proof stays valid for: its image, command, arguments, RuntimeClass and
     success pattern (a change to any of them proves again)."""
     spec = dict((k, params.get(k)) for k in ("image", "command", "args", "runtime_class", "success_pattern"))
-    spec["image"] = spec["image"] or PROOF_IMAGE
+    spec["image"] = spec["image"] or workload.image
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode("utf-8")).hexdigest()[:16]
 
 
-def under_by_node(params):
+def under_by_node(params, workload):
     """``{node: {config_hash, driver_version, runtime, proof}}``: what a proof on each node of ``proven_under`` runs
     under. A node's ``config`` names its device plugin config in ``plugin_configs`` (``default`` when not given), which is
     hashed as device_plugin_deploy hashes it. Raises :class:`OptionError` naming the field."""
     configs = params.get("plugin_configs") or {}
-    proof = proof_hash(params)
+    proof = proof_hash(params, workload)
     out = {}
     for node, given in sorted((params.get("proven_under") or {}).items()):
         where = "proven_under.%s" % node
@@ -312,41 +350,42 @@ def keep(params, proofs, nodes, under, records):
 
 
 # gpu_proof's defaults of the options that decide what runs (the module's argument spec has the same constants): what
-# settled() fills in for options its caller leaves out or passes as null, as the module's argument spec would.
-DECIDING_DEFAULTS = {"namespace": PROOF_NAMESPACE, "image": PROOF_IMAGE, "success_pattern": PROOF_PATTERN, "nodes": [],
-                     "per_node": False, "reprove": "changed", "proven_under": {}, "plugin_configs": {},
-                     "readiness_taint": False}
+# settled() fills in for options its caller leaves out or passes as null, as the module's argument spec would; the
+# image and success pattern are the vendor's (its Workload's).
+DECIDING_DEFAULTS = {"namespace": NAMESPACE, "nodes": [], "per_node": False, "reprove": "changed", "proven_under": {},
+                     "plugin_configs": {}, "readiness_taint": False}
 
 
-def settled(params, found):
+def settled(params, found, workload):
     """The module's result when, by the node objects ``found`` (every node of the cluster, plain API dicts, as a caller
     that just listed them has them), no proof has to run: every planned proof stands on its node's record. None
     when one must run, or when the module would fail (it then says why). ``params`` are the module's options; those
-    left out or null take the module's defaults (:data:`DECIDING_DEFAULTS`)."""
+    left out or null take the module's defaults (:data:`DECIDING_DEFAULTS`, then the workload's)."""
     # None or "" is "left out" (ansible-core before 2.19 templates a role's `x or none` to "", not to None)
-    params = dict(DECIDING_DEFAULTS, **dict((k, v) for k, v in params.items() if v not in (None, "")))
+    params = workload.fill(dict(DECIDING_DEFAULTS, **dict((k, v) for k, v in params.items() if v not in (None, ""))))
     if params.get("readiness_taint") and any(taints.has(n, READINESS_TAINT) for n in found):
         return None  # a gated node: the module clears it, by a proof or by the record that stands for one
     try:
-        under = under_by_node(params)
-        nodes = dict((n["metadata"]["name"], advertised(n, params)) for n in found)
+        under = under_by_node(params, workload)
+        nodes = dict((n["metadata"]["name"], advertised(n, workload)) for n in found)
         records = records_of(found)
-        proofs, kept = keep(params, plan(params, nodes), nodes, under, records)
+        proofs, kept = keep(params, plan(params, nodes, workload), nodes, under, records)
     except (K8sError, OptionError):
         return None
     if proofs or not kept:
         return None
-    return {"allocatable": nodes, "namespace": params.get("namespace") or PROOF_NAMESPACE, "results": kept,
+    return {"allocatable": nodes, "namespace": params.get("namespace") or NAMESPACE, "results": kept,
             "passed": True, "recorded": [], "last_proofs": records, "changed": False}
 
 
 class Proof(object):
-    """One run: create the Jobs, wait, read the logs, always delete."""
+    """One run of a vendor's proof (``workload``): create the Jobs, wait, read the logs, always delete."""
 
-    def __init__(self, params, client):
-        self.params = params
+    def __init__(self, params, client, workload):
+        self.params = workload.fill(params)
         self.client = client
-        self.namespace = params.get("namespace") or PROOF_NAMESPACE
+        self.workload = workload
+        self.namespace = params.get("namespace") or NAMESPACE
         self.created_namespace = False
         self.records = {}  # node -> its last passed proof, as read before the run
         self.found = {}  # node -> the node object as listed
@@ -355,7 +394,7 @@ class Proof(object):
         found = self.client.list("v1", "Node")
         self.records = records_of(found)
         self.found = dict((n["metadata"]["name"], n) for n in found)
-        return dict((n["metadata"]["name"], advertised(n, self.params)) for n in found)
+        return dict((n["metadata"]["name"], advertised(n, self.workload)) for n in found)
 
     def _ungate(self, results, check_mode):
         """With ``readiness_taint``: the taint off each gated node a proof passed on (or whose record stands)."""
@@ -433,7 +472,7 @@ class Proof(object):
             text = "; ".join([status.get("reason") or "", status.get("message") or ""] + events).strip("; ")
             result["detail"] = "failed: pod %s is %s (%s)" % (pod_name, status.get("phase"), text or "no reason given")
         if result.get("detail"):
-            action = hint(result["detail"])
+            action = hint(result["detail"], self.workload)
             if action:
                 result["detail"] += "; " + action
             return result
@@ -468,17 +507,18 @@ class Proof(object):
         for name, node in sorted(self.found.items()):
             if name in pinned or not taints.has(node, READINESS_TAINT):
                 continue
-            picked = (qualified(self.params["resource"]) if self.params.get("resource")
-                      else pick_resource(nodes.get(name) or {}))
+            picked = (qualified(self.params["resource"], self.workload) if self.params.get("resource")
+                      else pick_resource(nodes.get(name) or {}, self.workload))
             if picked is not None and (nodes.get(name) or {}).get(picked):
                 extra.append((name, picked))
         return planned + extra
 
     def run(self, check_mode=False):
-        under = under_by_node(self.params)
+        under = under_by_node(self.params, self.workload)
         nodes = self.nodes()
-        proofs, kept = keep(self.params, self.gated(plan(self.params, nodes), nodes), nodes, under, self.records)
-        jobs = [render_job(self.params, self.namespace, node, res) for node, res in proofs]
+        proofs, kept = keep(self.params, self.gated(plan(self.params, nodes, self.workload), nodes), nodes, under,
+                            self.records)
+        jobs = [render_job(self.params, self.namespace, node, res, self.workload) for node, res in proofs]
         result = {"allocatable": nodes, "namespace": self.namespace, "results": list(kept), "passed": None,
                   "recorded": []}
         if check_mode:
@@ -507,7 +547,7 @@ class Proof(object):
                 try:
                     final = self.client.wait("batch/v1", "Job",
                                              lambda found: all(job_finished(found.get(n))[0] for n in names),
-                                             int(self.params.get("timeout") or PROOF_TIMEOUT), namespace=self.namespace,
+                                             int(self.params.get("timeout") or TIMEOUT), namespace=self.namespace,
                                              label_selector=LABEL_PROOF + "=true")
                 except WaitTimeout as exc:
                     final = exc.last or {}
@@ -526,13 +566,14 @@ class Proof(object):
         return result
 
 
-def run(params, check_mode=False, client=None):
-    """The module's work: the proofs' result; one that did not pass sets ``failed_msg`` (see ``_errors.run_module``)."""
+def run(params, workload, check_mode=False, client=None):
+    """The module's work, the proof of one vendor (``workload``): the proofs' result; one that did not pass sets
+    ``failed_msg`` (see ``_errors.run_module``)."""
     if client is None:
         # imported here: the proof_settled filter uses this file's pure part and must not load the kubernetes client
         from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client  # pylint: disable=import-outside-toplevel
         client = k8s_client.from_params(params, field_manager=FIELD_MANAGER)
-    result = Proof(params, client).run(check_mode=check_mode)
+    result = Proof(params, client, workload).run(check_mode=check_mode)
     # a record written on a node (only with proven_under), a readiness taint cleared
     result["changed"] = bool(result["recorded"] or result.get("untainted"))
     if result["passed"] is False:
