@@ -20,9 +20,9 @@ quick:
 slow:
 \t@sleep 1; echo slow ran
 fail:
-\t@echo the reason it failed; exit 7
+\t@for i in $$(seq 300); do [ -f stuck.started ] && break; sleep 0.1; done; echo the reason it failed; exit 7
 stuck:
-\t@sleep 60
+\t@touch stuck.started; sleep 60
 other-%:
 \t@echo never
 """
@@ -63,6 +63,7 @@ def test_two_workers_and_the_before_column(tmp_path):
 
 
 def test_a_failing_stage_stops_the_other_lanes_and_is_named(tmp_path):
+    # fail waits (bounded) until stuck runs, so that stuck is always there to be stopped
     proc, took = run(tmp_path, "--group", "fail quick", "--group", "stuck")
     assert proc.returncode == 1
     assert took < 40  # stuck (60 s) was stopped, not waited for
