@@ -6,7 +6,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import difflib
 import importlib
+import re
 
 import pytest
 import yaml
@@ -58,6 +60,26 @@ def test_a_change_on_one_side_alone_is_named(change, words):
     spec = args.options_spec(RUNTIME_NAME, RUNTIME_PATH)
     change(spec)
     assert any(words in line for line in drift(spec, DOCUMENTED)), drift(spec, DOCUMENTED)
+
+
+def as_plans(documentation):
+    """container_runtime_facts' ``plans`` made from nvidia_runtime_config's options: the same options one level down,
+    their references to one another (``O(state=absent)``) the entry's (``O(plans[].state=absent)``), to that module's
+    results its own (``RV(kubegpu.cluster.nvidia_runtime_config#module:changed_files)``)."""
+    options = documentation.split("options:\n", 1)[1]
+    options = re.sub(r"O\((%s)([=)])" % "|".join(SPEC), r"O(plans[].\1\2", options)
+    options = re.sub(r"RV\(([a-z_]+)\)", r"RV(kubegpu.cluster.nvidia_runtime_config#module:\1)", options)
+    head = ModuleDocFragment.PLANS.split("    suboptions:\n", 1)[0] + "    suboptions:\n"
+    return head + "".join(("    " + line if line.strip() else line) for line in options.splitlines(True))
+
+
+def test_the_plans_are_the_options_one_level_down():
+    """PLANS is written out (ansible-test reads a fragment's strings as literals); it must say exactly what
+    DOCUMENTATION says, one level down, with the entry's own references."""
+    wanted = as_plans(ModuleDocFragment.DOCUMENTATION)
+    diff = list(difflib.unified_diff(wanted.splitlines(), ModuleDocFragment.PLANS.splitlines(), "made from DOCUMENTATION",
+                                     "PLANS", lineterm="", n=1))
+    assert diff == [], "plugins/doc_fragments/nvidia_runtime_options.py: PLANS differs from its options:\n" + "\n".join(diff)
 
 
 def test_the_plans_refer_to_their_own_options():
