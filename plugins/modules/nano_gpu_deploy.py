@@ -224,9 +224,10 @@ expected:
   sample: {"gpu-1": {"nano-gpu/gpu-percent": 400}}
 left_out:
   description:
-    - Per node of O(facts), why the agent is kept off it (a node affinity on C(kubernetes.io/hostname)): every GPU
-      of the node is in MIG mode. The agent offers 100 percent per GPU whatever its MIG mode, and a share of a
-      MIG-mode GPU gets no CUDA device. A node with only some GPUs in MIG mode keeps the agent, with a warning.
+    - Per node of O(facts) that the agent is kept off (by a node affinity on C(kubernetes.io/hostname)), why.
+      That is a node whose GPUs are all in MIG mode. The agent offers 100 percent per GPU whatever its MIG mode, and
+      a share of a MIG-mode GPU gets no CUDA device. A node with only some GPUs in MIG mode keeps the agent, with a
+      warning.
   returned: always
   type: dict
   sample: {"gpu-a100": "its 8 GPU(s) are all in MIG mode: ..."}
