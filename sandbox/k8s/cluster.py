@@ -216,6 +216,13 @@ def _argv(layout: Layout, bins: Path, ports: dict, profiles_dir: Path) -> dict:
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             "--proxy-client-cert-file=%s" % (pk / "front-proxy-client.crt"), "--proxy-client-key-file=%s" % (pk / "front-proxy-client.key"),
             "--authorization-mode=Node,RBAC", "--allow-privileged=true",
+            # kubelet nodes (sandbox/kubelet): NodeRestriction limits each kubelet to its own Node and pods (it is not
+            # on by default: k8s.io/kubernetes pkg/kubeapiserver/options/plugins.go DefaultOffAdmissionPlugins); the
+            # API server reaches a kubelet at its node container's address (no DNS for node names here) as a client
+            # the kubelet's webhook authorizer lets in
+            "--enable-admission-plugins=NodeRestriction", "--kubelet-preferred-address-types=InternalIP,Hostname",
+            "--kubelet-client-certificate=%s" % (pk / "apiserver-kubelet-client.crt"),
+            "--kubelet-client-key=%s" % (pk / "apiserver-kubelet-client.key"),
             "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false", "--profiling=false",
         ],
         "kube-controller-manager": [
