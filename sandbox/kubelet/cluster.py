@@ -83,6 +83,7 @@ def start(layout, state: dict, nodes: list, timeout: float, launch, gpu_taint: b
                            deadline, [record], layout=layout)
         servers[gateway] = "https://%s:%d" % (gateway, port)
     state["kubelet_nodes"] = [n["name"] for n in nodes]
+    state["kubelet_servers"] = {n["name"]: servers[infos[n["name"]]["gateway"]] for n in nodes}
     cluster.save_state(layout, state)
     image_dir = config.image_dir()
     reports = {}

@@ -1,0 +1,35 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Kubelet nodes: fleet node containers running a real kubelet beside their containerd (sandbox/kubelet/README.md).
+# Included by the top-level Makefile (ROOT, CACHE_DIR, BUILD, PY, APT_ENSURE).
+#   make kubelet          the kubelet of versions.env's Kubernetes, built once into $(CACHE_DIR)/kubelet/<version>/bin
+#   make kubelet-cni      Debian's CNI plugins on this machine (copied into the kubelet nodes)
+#   make kubelet-images   the loader directory $(KUBELET_IMAGE_DIR): the pause image of our own (cached by key), and
+#                         whatever image tars other targets put there; sandbox-up imports each into every kubelet node
+#   make kubelet-ready    all three
+# Which nodes are kubelet nodes: `kubelet: true` in sandbox/fleet.yml, or K8S_KUBELET_NODES=all|none|a,b for sandbox-up.
+
+KUBELET_DIR := $(ROOT)/sandbox/kubelet
+# every docker-save tar here is imported into each kubelet node's containerd (k8s.io) and docker
+KUBELET_IMAGE_DIR := $(BUILD)/node-image-tars
+KUBELET_CACHE := $(CACHE_DIR)/kubelet
+K8S_KUBELET_NODES ?=
+# sandbox-up prepares the kubelet nodes' pieces only when some node will be one
+KUBELET_WANTED := $(if $(filter-out none,$(K8S_KUBELET_NODES)),yes,$(if $(K8S_KUBELET_NODES),,$(shell \
+	grep -Eqs '^\s+kubelet:\s*true\b' $(ROOT)/sandbox/fleet.yml && echo yes)))
+
+.PHONY: kubelet kubelet-cni kubelet-images kubelet-ready kubelet-if-wanted
+
+kubelet:
+	mkdir -p $(GO_TMP)
+	CACHE_DIR=$(CACHE_DIR) $(KUBELET_DIR)/build.sh
+
+kubelet-cni:
+	@$(APT_ENSURE) kubelet-cni containernetworking-plugins
+
+kubelet-images: venv docker-engine
+	cd $(ROOT) && $(PY) -m sandbox.kubelet.images pause --cache-dir $(KUBELET_CACHE)/images --out $(KUBELET_IMAGE_DIR)
+
+kubelet-ready: kubelet kubelet-cni kubelet-images
+
+# sandbox-up's prerequisite: nothing unless some node will be a kubelet node (a fresh machine's demo builds no kubelet)
+kubelet-if-wanted: $(if $(KUBELET_WANTED),kubelet-ready)
