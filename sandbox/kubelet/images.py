@@ -4,7 +4,7 @@
 ``python -m sandbox.kubelet.images pause --cache-dir DIR --out DIR``: compile pause/pause.c static, build the image
 FROM scratch on the local engine (nothing is pulled) tagged with kubelet.env's PAUSE_IMAGE, save it as
 ``<cache>/pause-<key>.tar`` (key: pause.c, the Dockerfile, the tag and the compiler's version) and put it in the
-loader directory as ``pause.tar``, which every kubelet node imports (node/kubegpu-load-images).
+loader directory as ``pause.tar``, which every kubelet node imports (node/load_images.py).
 """
 
 from __future__ import annotations

@@ -26,6 +26,11 @@ from sandbox.k8s import pki
 from . import config
 
 
+# the node-side Python programs (node/*.py), run by the node's own interpreters
+LOAD_IMAGES = "/usr/local/lib/kubegpu-kubelet/load_images.py"
+CONTAINERD_CRI = "/usr/local/lib/kubegpu-kubelet/containerd_cri.py"
+
+
 class KubeletNodeError(RuntimeError):
     """A kubelet node could not be provisioned."""
 
@@ -88,7 +93,7 @@ def kubelet_configuration(gpu_taint: bool = False) -> dict:
         "failCgroupV1": False,
         # The node's systemd owns the cgroup tree; containerd 1.6 cannot report its driver (no RuntimeConfig RPC), so
         # the kubelet uses this one (cmd/kubelet/app/server.go getCgroupDriverFromCRI) and containerd's runc is set to
-        # SystemdCgroup = true (node/kubegpu-containerd-cri)
+        # SystemdCgroup = true (node/containerd_cri.py)
         "cgroupDriver": "systemd",
         "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
         # the host may have swap; pods get none
@@ -209,9 +214,9 @@ def copy_images(name: str, image_dir: Path | None) -> list:
 
 
 def load_images(name: str) -> dict:
-    """Run the node's loader (node/kubegpu-load-images); return its report, with the seconds it took."""
+    """Run the node's loader (node/load_images.py); return its report, with the seconds it took."""
     start = time.monotonic()
-    done = docker("exec", name, "/usr/local/sbin/kubegpu-load-images", check=False, timeout=600)
+    done = docker("exec", name, "/usr/bin/python3", LOAD_IMAGES, check=False, timeout=600)
     out = done.stdout.decode(errors="replace").strip().splitlines()
     try:
         report = json.loads(out[-1]) if out else {}
@@ -241,8 +246,8 @@ def provision(name: str, *, index: int, server: str, pki_dir: Path, labels: dict
     label_arg = ",".join("%s=%s" % kv for kv in sorted(labels.items()))
     files = {
         "/usr/local/sbin/kubegpu-kubelet-prep": ((node_files / "kubegpu-kubelet-prep").read_bytes(), 0o755),
-        "/usr/local/sbin/kubegpu-load-images": ((node_files / "kubegpu-load-images").read_bytes(), 0o755),
-        "/usr/local/sbin/kubegpu-containerd-cri": ((node_files / "kubegpu-containerd-cri").read_bytes(), 0o755),
+        LOAD_IMAGES: ((node_files / "load_images.py").read_bytes(), 0o644),
+        CONTAINERD_CRI: ((node_files / "containerd_cri.py").read_bytes(), 0o644),
         "/usr/local/sbin/kubegpu-kubelet-reset": ((node_files / "kubegpu-kubelet-reset").read_bytes(), 0o755),
         "/etc/systemd/system/kubegpu-kubelet-prep.service": ((node_files / "kubegpu-kubelet-prep.service").read_bytes(), 0o644),
         "/etc/systemd/system/kubegpu-image-load.service": ((node_files / "kubegpu-image-load.service").read_bytes(), 0o644),
@@ -257,7 +262,7 @@ def provision(name: str, *, index: int, server: str, pki_dir: Path, labels: dict
     }
     docker("exec", "-i", name, "tar", "-x", "--no-same-owner", "-C", "/", stdin=_bytes_stdin(_tar(files)), timeout=60)
     report["copied"] += copy_images(name, image_dir)
-    containerd = _exec(name, "/usr/local/sbin/kubegpu-containerd-cri", env["PAUSE_IMAGE"]).strip()
+    containerd = _exec(name, "/opt/kubegpu/venv/bin/python", CONTAINERD_CRI, env["PAUSE_IMAGE"]).strip()
     _exec(name, "sh", "-c", "systemctl daemon-reload && systemctl enable -q kubegpu-kubelet-prep.service "
           "kubegpu-image-load.service kubelet.service && systemctl start kubegpu-kubelet-prep.service", timeout=60)
     if containerd == "changed" or _exec(name, "systemctl", "is-active", "containerd.service").strip() != "active":

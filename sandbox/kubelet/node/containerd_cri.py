@@ -1,6 +1,5 @@
-#!/opt/kubegpu/venv/bin/python
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Make this node's containerd (Debian's 1.6, config version 2) ready for the kubelet, changing only three keys of
+"""Run in a kubelet node by /opt/kubegpu/venv/bin/python (it has tomlkit). Make this node's containerd (Debian's 1.6, config version 2) ready for the kubelet, changing only four keys of
 /etc/containerd/config.toml (tomlkit keeps every other key, comment and table, so what the collection wrote stays):
 
   plugins."io.containerd.grpc.v1.cri".sandbox_image                              = argv[1] (kubelet.env PAUSE_IMAGE)
@@ -14,6 +13,7 @@ EOF", seen). With it containerd raises such a score to the node's (the setting e
 rootless nodes). SystemdCgroup matches the kubelet's cgroupDriver: systemd (containerd 1.6 cannot tell the kubelet its driver; see
 sandbox/kubelet/README.md). Prints "changed" or "unchanged"; the caller restarts containerd on "changed".
 """
+import os
 import sys
 
 import tomlkit
@@ -52,7 +52,6 @@ def main():
         return 0
     with open(PATH + ".kubegpu-tmp", "w", encoding="utf-8") as handle:
         handle.write(after)
-    import os  # pylint: disable=import-outside-toplevel
     os.replace(PATH + ".kubegpu-tmp", PATH)
     print("changed")
     return 0

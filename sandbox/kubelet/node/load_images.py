@@ -1,6 +1,5 @@
-#!/usr/bin/python3
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Import every image tar of /var/lib/kubegpu/images into this node's containerd (namespace k8s.io, where the CRI
+"""Run in a kubelet node by /usr/bin/python3. Import every image tar of /var/lib/kubegpu/images into this node's containerd (namespace k8s.io, where the CRI
 plugin and so the kubelet look) and its Docker engine, skipping each image already there with the same image id (the
 digest of its config, which docker-save tars name in manifest.json and which both engines keep as they got it).
 
