@@ -42,8 +42,8 @@ def docker(*args, stdin=None, timeout: float = 120, check: bool = True) -> subpr
     except subprocess.TimeoutExpired as exc:
         raise KubeletNodeError("docker %s: no answer in %d s" % (" ".join(map(str, args[:3])), timeout)) from exc
     if check and done.returncode:
-        raise KubeletNodeError("docker %s failed (%d): %s" % (" ".join(map(str, args[:4])), done.returncode,
-                                                               (done.stderr or done.stdout).decode(errors="replace").strip()[-800:]))
+        said = (done.stderr or done.stdout).decode(errors="replace").strip()[-800:]
+        raise KubeletNodeError("docker %s failed (%d): %s" % (" ".join(map(str, args[:4])), done.returncode, said))
     return done
 
 

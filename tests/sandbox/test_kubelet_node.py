@@ -27,7 +27,6 @@ OWNER_LABEL = "kubegpu.kl"
 PROFILE = "t4"
 
 
-
 def _docker(*args, check=True, timeout=120):
     done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
     if check:

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Run in a kubelet node by /usr/bin/python3. Import every image tar of /var/lib/kubegpu/images into this node's containerd (namespace k8s.io, where the CRI
-plugin and so the kubelet look) and its Docker engine, skipping each image already there with the same image id (the
-digest of its config, which docker-save tars name in manifest.json and which both engines keep as they got it).
+"""Run in a kubelet node by /usr/bin/python3. Import every image tar of /var/lib/kubegpu/images into this node's
+containerd (namespace k8s.io, where the CRI plugin and so the kubelet look) and its Docker engine, skipping each image
+already there with the same image id (the digest of its config, which docker-save tars name in manifest.json and which
+both engines keep as they got it).
 
 Run by sandbox-up after it copied the tars in (sandbox/kubelet/images.py) and at every boot of the node
 (kubegpu-image-load.service, before the kubelet): /var/lib/containerd and /var/lib/docker are tmpfs in a node
