@@ -103,6 +103,8 @@ def stop(state: dict) -> None:
     for name in state.get("kubelet_nodes") or []:
         try:
             if node_mod.inspect(name)["running"]:
-                print("sandbox: %s: %s" % (name, node_mod.reset(name)))
+                started = time.monotonic()
+                said = node_mod.reset(name)
+                print("sandbox: %s: %s (%.1f s)" % (name, said, time.monotonic() - started))
         except node_mod.KubeletNodeError as exc:
             print("sandbox: %s: %s" % (name, exc))
