@@ -75,13 +75,14 @@ def test_containerd_keys_change_in_place(tmp_path):
     target = tmp_path / "config.toml"
     target.write_text('version = 2\n# kept\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  default_runtime_name = "nvidia"\n')
     code = script.replace('PATH = "/etc/containerd/config.toml"', "PATH = %r" % str(target))
-    run = [sys.executable, "-c", code, "registry.k8s.io/pause:3.10.2"]
+    pause = config.read_env()["PAUSE_IMAGE"]
+    run = [sys.executable, "-c", code, pause]
     first = subprocess.run(run, capture_output=True, text=True, check=True)
     second = subprocess.run(run, capture_output=True, text=True, check=True)
     assert (first.stdout.strip(), second.stdout.strip()) == ("changed", "unchanged")
     import tomlkit  # pylint: disable=import-outside-toplevel
     text = target.read_text()
     cri = tomlkit.parse(text)["plugins"]["io.containerd.grpc.v1.cri"]
-    assert cri["sandbox_image"] == "registry.k8s.io/pause:3.10.2" and cri["restrict_oom_score_adj"] is True
+    assert cri["sandbox_image"] == pause and cri["restrict_oom_score_adj"] is True
     assert cri["containerd"]["default_runtime_name"] == "nvidia" and "# kept" in text
     assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
