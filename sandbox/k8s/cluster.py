@@ -618,6 +618,9 @@ def status(layout: Layout) -> int:
         port = (state.get("ports") or {}).get(name)
         print("  %-24s %-8s pid %-8s %s" % (name, "running" if alive else "DOWN", record["pid"] if record else "-",
                                             "127.0.0.1:%s" % port if port else ""))
+    for name, server in sorted((state.get("kubelet_servers") or {}).items()):
+        record = (state.get("processes") or {}).get("kubelet-gateway")
+        print("  kubelet node %-11s via %s (relay %s)" % (name, server, "running" if record and procs.is_alive(record) else "DOWN"))
     print("  kubeconfig: %s\n  API server: %s\n  logs:       %s" % (state.get("kubeconfig"), state.get("server"), layout.logs))
     if ok:
         code, body = http_get(state["server"] + "/readyz", client_context(layout))

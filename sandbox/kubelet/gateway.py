@@ -66,7 +66,7 @@ async def serve(listen_host: str, listen_port: int, target_host: str, target_por
 
 def main(argv=None) -> int:
     """Command line: --listen HOST:PORT --to HOST:PORT."""
-    parser = argparse.ArgumentParser(prog="python -m sandbox.kubelet.gateway", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sandbox.kubelet.gateway", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--listen", required=True, help="HOST:PORT to listen on (the Docker bridge's gateway address)")
     parser.add_argument("--to", required=True, help="HOST:PORT to relay to (the API server on loopback)")
     args = parser.parse_args(argv)

@@ -62,7 +62,7 @@ def build_pause(cache_dir: Path, out_dir: Path) -> Path:
 
 def main(argv=None) -> int:
     """Command line."""
-    parser = argparse.ArgumentParser(prog="python -m sandbox.kubelet.images", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sandbox.kubelet.images", description=__doc__.split("\n\n", maxsplit=1)[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_pause = sub.add_parser("pause", help="build or reuse the pause image tar and put it in --out")
     p_pause.add_argument("--cache-dir", type=Path, required=True)

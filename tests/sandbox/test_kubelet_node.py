@@ -77,7 +77,7 @@ class _Cluster:
 @pytest.fixture(scope="module")
 def kubelet_node(tmp_path_factory):
     """A control plane with one kubelet node, kl-test-node (a t4 GPU node container), Ready."""
-    image_dir = _prerequisites()
+    _prerequisites()
     from sandbox.k8s import cluster, paths  # pylint: disable=import-outside-toplevel
     from sandbox.kubelet import cluster as kubelets  # pylint: disable=import-outside-toplevel
     state_dir = (paths.TEST_STATE_DIR / "kubelet").resolve()
@@ -92,7 +92,7 @@ def kubelet_node(tmp_path_factory):
         state = cluster.up(layout, timeout=180, fleet=False,
                            kubelet_nodes=kubelets.select([{"name": NODE, "variant": "gpu", "profile": PROFILE}], "all"))
         print("sandbox with a kubelet node up in %.1f s: %s" % (time.monotonic() - started, json.dumps(state["kubelet"])))
-        yield _Cluster(layout, state), image_dir
+        yield _Cluster(layout, state)
     finally:
         cluster.down(layout, quiet=True)
         _nodes_play(state_dir, fleet_file, "absent")
@@ -129,7 +129,7 @@ def _pause_pod(name, args=None, restart="Always", guaranteed=False):
 
 
 def test_node_is_a_ready_kubelet_node(kubelet_node):
-    sandbox, _ = kubelet_node
+    sandbox = kubelet_node
     node = sandbox.core.read_node(NODE)
     from sandbox.k8s import nodes  # pylint: disable=import-outside-toplevel
     assert nodes.KWOK_ANNOTATION not in (node.metadata.annotations or {})
@@ -146,7 +146,7 @@ def test_node_is_a_ready_kubelet_node(kubelet_node):
 
 
 def test_api_server_reaches_the_kubelet(kubelet_node):
-    sandbox, _ = kubelet_node
+    sandbox = kubelet_node
     done = subprocess.run(["kubectl", "--kubeconfig", sandbox.kubeconfig, "get", "--raw",
                            "/api/v1/nodes/%s/proxy/healthz" % NODE], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
@@ -158,7 +158,7 @@ def test_api_server_reaches_the_kubelet(kubelet_node):
 
 
 def test_pods_run_and_log(kubelet_node):
-    sandbox, _ = kubelet_node
+    sandbox = kubelet_node
     core = sandbox.core
     core.create_namespaced_pod("default", _pause_pod("kl-hello", args=["--version"], restart="Never"))
     core.create_namespaced_pod("default", _pause_pod("kl-sleeper", guaranteed=True))
@@ -194,7 +194,7 @@ def test_image_loader_skips_what_is_there(kubelet_node):
 
 def test_down_stops_the_kubelet(kubelet_node):
     from sandbox.k8s import cluster  # pylint: disable=import-outside-toplevel
-    sandbox, _ = kubelet_node
+    sandbox = kubelet_node
     assert cluster.down(sandbox.layout) == 0
     active = _docker("exec", NODE, "systemctl", "is-active", "kubelet.service", check=False).stdout.strip()
     assert active == "inactive", active

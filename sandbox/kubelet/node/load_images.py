@@ -22,7 +22,7 @@ NAMESPACE = "k8s.io"
 
 def normalize(ref):
     """A reference as containerd's CRI plugin and docker name it: docker.io/[library/]name:tag."""
-    first, _, rest = ref.partition("/")
+    first, rest = ref.split("/", 1) if "/" in ref else (ref, "")
     if not rest or ("." not in first and ":" not in first and first != "localhost"):
         ref = "docker.io/" + (ref if rest else "library/" + ref)
     name = ref.rsplit("/", 1)[-1]
@@ -104,7 +104,7 @@ def main():
             entry["error"] = "not a docker-save tar: %s" % exc
             status = 1
             continue
-        entry["refs"] = [r for refs, _ in images for r in refs]
+        entry["refs"] = [r for refs, _cfg in images for r in refs]
         if all(have.get(r) == cfg for refs, cfg in images for r in refs):
             entry["containerd"] = "present"
         else:
