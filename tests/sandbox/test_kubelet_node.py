@@ -192,6 +192,32 @@ def test_image_loader_skips_what_is_there(kubelet_node):
     assert time.monotonic() - started < 30
 
 
+def test_a_reboot_brings_the_node_back(kubelet_node):
+    """A node container's restart (what a reboot inside it does: the mig role's) loses /run, /var/lib/containerd and
+    /var/lib/docker (tmpfs): the fix-ups run again, the images are loaded again, and the kubelet restarts the pod."""
+    sandbox = kubelet_node
+    core = sandbox.core
+    core.create_namespaced_pod("default", _pause_pod("kl-survivor"))
+    try:
+        _wait_pod(core, "kl-survivor", "default", {"Running"})
+        _docker("restart", "-t", "5", NODE)
+        deadline = time.monotonic() + 120
+        while True:
+            pod = core.read_namespaced_pod("kl-survivor", "default")
+            status = (pod.status.container_statuses or [None])[0]
+            if status and status.restart_count >= 1 and status.ready:
+                break
+            assert time.monotonic() < deadline, "the pod did not come back after the node's restart: %s" % pod.status
+            time.sleep(1)
+        node = core.read_node(NODE)
+        assert [c.status for c in node.status.conditions if c.type == "Ready"] == ["True"]
+        booted = _docker("exec", NODE, "systemctl", "is-active", "kubegpu-kubelet-prep.service",
+                         "kubegpu-image-load.service", "kubelet.service").stdout.split()
+        assert booted == ["active"] * 3, booted
+    finally:
+        core.delete_namespaced_pod("kl-survivor", "default", grace_period_seconds=0)
+
+
 def test_down_stops_the_kubelet(kubelet_node):
     from sandbox.k8s import cluster  # pylint: disable=import-outside-toplevel
     sandbox = kubelet_node

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Run in a kubelet node by /opt/kubegpu/venv/bin/python (it has tomlkit). Make this node's containerd (Debian's 1.6,
-config version 2) ready for the kubelet, changing only four keys of /etc/containerd/config.toml (tomlkit keeps every other key, comment and table, so what the collection wrote stays):
+config version 2) ready for the kubelet, changing only four keys of /etc/containerd/config.toml (tomlkit keeps every
+other key, comment and table, so what the collection wrote stays):
 
   plugins."io.containerd.grpc.v1.cri".sandbox_image                              = argv[1] (kubelet.env PAUSE_IMAGE)
   plugins."io.containerd.grpc.v1.cri".restrict_oom_score_adj                     = true
