@@ -10,14 +10,23 @@ container's address (port 10250; the sandbox API server runs with --kubelet-pref
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
 import socket
 import sys
 import time
+from pathlib import Path
 
 from . import config
 from . import node as node_mod
 
 GATEWAY = "kubelet-gateway"
+# nodes provisioned at once
+PARALLEL = 4
+# inotify instances: what one kubelet node adds (seen: the kubelet 6, its containerd 1), and what is left for others
+INOTIFY_PER_NODE = 8
+INOTIFY_MARGIN = 8
+INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
 
 
 def select(fleet: list, choice: str | None = None) -> list:
@@ -46,6 +55,41 @@ def labels_for(node: dict, fleet: bool = True) -> dict:
     return labels
 
 
+def inotify_instances() -> tuple:
+    """(limit, in use): fs.inotify.max_user_instances, and the inotify instances of every process this machine shows.
+
+    Every root process of every container counts against one limit (one user in one user namespace), 128 by default:
+    each kubelet adds about INOTIFY_PER_NODE, and a kubelet that gets none fails to start cAdvisor ("inotify_init: too
+    many open files") and restarts until one is free (seen: Ready after 100 s instead of 1 s with four kubelet nodes
+    beside the other runs of this machine). kind's known issues name the same limit for many nodes."""
+    limit = int(INOTIFY_LIMIT.read_text(encoding="utf-8"))
+    used = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            for fd in os.listdir("/proc/%s/fd" % pid):
+                try:
+                    if os.readlink("/proc/%s/fd/%s" % (pid, fd)) == "anon_inode:inotify":
+                        used += 1
+                except OSError:
+                    continue
+        except OSError:
+            continue
+    return limit, used
+
+
+def check_inotify(count: int) -> None:
+    """Fail, saying what to raise, when ``count`` more kubelet nodes would not find the inotify instances they need."""
+    limit, used = inotify_instances()
+    need = count * INOTIFY_PER_NODE + INOTIFY_MARGIN
+    if limit - used < need:
+        raise node_mod.KubeletNodeError(
+            "%d kubelet node(s) need about %d inotify instances, and %d of fs.inotify.max_user_instances=%d are in use: "
+            "raise it (make kubelet-inotify, or sysctl -w fs.inotify.max_user_instances=1024) or use fewer kubelet nodes"
+            % (count, need, used, limit))
+
+
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -66,6 +110,7 @@ def start(layout, state: dict, nodes: list, timeout: float, launch, gpu_taint: b
     starts and records a sandbox process (the relay). Returns a report per node."""
     from sandbox.k8s import cluster  # pylint: disable=import-outside-toplevel
     deadline = time.monotonic() + timeout
+    check_inotify(len(nodes))
     infos = {n["name"]: node_mod.inspect(n["name"]) for n in nodes}
     stopped = sorted(name for name, info in infos.items() if not info["running"])
     if stopped:
@@ -86,11 +131,15 @@ def start(layout, state: dict, nodes: list, timeout: float, launch, gpu_taint: b
     state["kubelet_servers"] = {n["name"]: servers[infos[n["name"]]["gateway"]] for n in nodes}
     cluster.save_state(layout, state)
     image_dir = config.image_dir()
-    reports = {}
-    for n in nodes:
-        reports[n["name"]] = node_mod.provision(
-            n["name"], index=n["index"], server=servers[infos[n["name"]]["gateway"]], pki_dir=layout.pki,
-            labels=labels_for(n, fleet), gpu_taint=gpu_taint, image_dir=image_dir)
+    node_mod.issue_identity(layout.pki, nodes[0]["name"])  # the first, alone: the CA files exist before the others ask
+
+    def provision(n):
+        return node_mod.provision(n["name"], index=n["index"], server=servers[infos[n["name"]]["gateway"]],
+                                  pki_dir=layout.pki, labels=labels_for(n, fleet), gpu_taint=gpu_taint, image_dir=image_dir)
+
+    # a few nodes at a time: each step is a docker command that mostly waits (copies, systemctl in the node)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        reports = dict(zip((n["name"] for n in nodes), pool.map(provision, nodes)))
     ready_from = time.monotonic()
     cluster.wait_nodes_ready(layout, {n["name"] for n in nodes}, deadline)
     for report in reports.values():

@@ -17,7 +17,7 @@ K8S_KUBELET_NODES ?=
 KUBELET_WANTED := $(if $(filter-out none,$(K8S_KUBELET_NODES)),yes,$(if $(K8S_KUBELET_NODES),,$(shell \
 	grep -Eqs '^\s+kubelet:\s*true\b' $(ROOT)/sandbox/fleet.yml && echo yes)))
 
-.PHONY: kubelet kubelet-cni kubelet-images kubelet-ready kubelet-if-wanted
+.PHONY: kubelet kubelet-cni kubelet-images kubelet-ready kubelet-if-wanted kubelet-inotify
 
 kubelet:
 	mkdir -p $(GO_TMP)
@@ -33,3 +33,14 @@ kubelet-ready: kubelet kubelet-cni kubelet-images
 
 # sandbox-up's prerequisite: nothing unless some node will be a kubelet node (a fresh machine's demo builds no kubelet)
 kubelet-if-wanted: $(if $(KUBELET_WANTED),kubelet-ready)
+
+# Every root process of every container shares one fs.inotify.max_user_instances (128 by default) and each kubelet
+# node takes about 8 (README.md); sandbox-up refuses to start kubelet nodes that would not find them. This raises the
+# limit to KUBELET_INOTIFY_INSTANCES when it is lower: a machine-wide setting, so it is not part of any other target.
+KUBELET_INOTIFY_INSTANCES ?= 1024
+kubelet-inotify:
+	@now=$$(cat /proc/sys/fs/inotify/max_user_instances); \
+	if [ "$$now" -lt $(KUBELET_INOTIFY_INSTANCES) ]; then \
+	  echo "kubelet-inotify: fs.inotify.max_user_instances $$now -> $(KUBELET_INOTIFY_INSTANCES)"; \
+	  sysctl -q -w fs.inotify.max_user_instances=$(KUBELET_INOTIFY_INSTANCES); \
+	else echo "kubelet-inotify: fs.inotify.max_user_instances is $$now already"; fi

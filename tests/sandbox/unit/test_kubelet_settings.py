@@ -86,3 +86,18 @@ def test_containerd_keys_change_in_place(tmp_path):
     assert cri["sandbox_image"] == pause and cri["restrict_oom_score_adj"] is True
     assert cri["containerd"]["default_runtime_name"] == "nvidia" and "# kept" in text
     assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
+
+
+def test_inotify_preflight_names_the_limit(monkeypatch):
+    monkeypatch.setattr(cluster, "inotify_instances", lambda: (128, 100))
+    cluster.check_inotify(1)
+    with pytest.raises(node.KubeletNodeError, match=r"fs.inotify.max_user_instances=128 .*make kubelet-inotify"):
+        cluster.check_inotify(3)
+
+
+def test_inotify_instances_counts_this_process():
+    import os  # pylint: disable=import-outside-toplevel
+    limit, before = cluster.inotify_instances()
+    fd = os.open("/proc/self/fd", os.O_RDONLY)
+    os.close(fd)
+    assert limit >= 1 and before >= 0
