@@ -11,7 +11,6 @@ container's address (port 10250; the sandbox API server runs with --kubelet-pref
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import socket
 import sys
 import time
@@ -23,9 +22,10 @@ from . import node as node_mod
 GATEWAY = "kubelet-gateway"
 # nodes provisioned at once
 PARALLEL = 4
-# inotify instances: what one kubelet node adds (seen: the kubelet 6, its containerd 1), and what is left for others
+# inotify instances: what one kubelet node adds (seen: the kubelet 6, its containerd 1), and the limit make
+# kubelet-inotify sets (rules.mk KUBELET_INOTIFY_INSTANCES)
 INOTIFY_PER_NODE = 8
-INOTIFY_MARGIN = 8
+INOTIFY_WANTED = 1024
 INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
 
 
@@ -55,39 +55,23 @@ def labels_for(node: dict, fleet: bool = True) -> dict:
     return labels
 
 
-def inotify_instances() -> tuple:
-    """(limit, in use): fs.inotify.max_user_instances, and the inotify instances of every process this machine shows.
-
-    Every root process of every container counts against one limit (one user in one user namespace), 128 by default:
-    each kubelet adds about INOTIFY_PER_NODE, and a kubelet that gets none fails to start cAdvisor ("inotify_init: too
-    many open files") and restarts until one is free (seen: Ready after 100 s instead of 1 s with four kubelet nodes
-    beside the other runs of this machine). kind's known issues name the same limit for many nodes."""
-    limit = int(INOTIFY_LIMIT.read_text(encoding="utf-8"))
-    used = 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            for fd in os.listdir("/proc/%s/fd" % pid):
-                try:
-                    if os.readlink("/proc/%s/fd/%s" % (pid, fd)) == "anon_inode:inotify":
-                        used += 1
-                except OSError:
-                    continue
-        except OSError:
-            continue
-    return limit, used
+def inotify_limit() -> int:
+    """fs.inotify.max_user_instances: every root process of every container on this machine counts against it (one user
+    in one user namespace), 128 by default. A kubelet takes about INOTIFY_PER_NODE; one that gets none fails to start
+    cAdvisor ("inotify_init: too many open files") and restarts until one frees up (seen: four kubelet nodes beside the
+    other runs of this machine Ready after 100 s instead of 1 s). kind's known issues name the same limit."""
+    return int(INOTIFY_LIMIT.read_text(encoding="utf-8"))
 
 
-def check_inotify(count: int) -> None:
-    """Fail, saying what to raise, when ``count`` more kubelet nodes would not find the inotify instances they need."""
-    limit, used = inotify_instances()
-    need = count * INOTIFY_PER_NODE + INOTIFY_MARGIN
-    if limit - used < need:
-        raise node_mod.KubeletNodeError(
-            "%d kubelet node(s) need about %d inotify instances, and %d of fs.inotify.max_user_instances=%d are in use: "
-            "raise it (make kubelet-inotify, or sysctl -w fs.inotify.max_user_instances=1024) or use fewer kubelet nodes"
-            % (count, need, used, limit))
+def starved(names) -> list:
+    """The nodes among ``names`` whose kubelet ran out of inotify instances since its start."""
+    out = []
+    for name in names:
+        done = node_mod.docker("exec", name, "sh", "-c", "journalctl -u kubelet.service -b --no-pager -o cat "
+                               "| grep -c 'inotify_init: too many open files' || true", check=False, timeout=30)
+        if done.returncode == 0 and done.stdout.decode().strip() not in ("", "0"):
+            out.append(name)
+    return out
 
 
 def _free_port(host: str) -> int:
@@ -110,7 +94,9 @@ def start(layout, state: dict, nodes: list, timeout: float, launch, gpu_taint: b
     starts and records a sandbox process (the relay). Returns a report per node."""
     from sandbox.k8s import cluster  # pylint: disable=import-outside-toplevel
     deadline = time.monotonic() + timeout
-    check_inotify(len(nodes))
+    if inotify_limit() < INOTIFY_WANTED:
+        print("sandbox: fs.inotify.max_user_instances is %d; %d kubelet node(s) take about %d more (make kubelet-inotify)"
+              % (inotify_limit(), len(nodes), len(nodes) * INOTIFY_PER_NODE))
     infos = {n["name"]: node_mod.inspect(n["name"]) for n in nodes}
     stopped = sorted(name for name, info in infos.items() if not info["running"])
     if stopped:
@@ -141,7 +127,15 @@ def start(layout, state: dict, nodes: list, timeout: float, launch, gpu_taint: b
     with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL) as pool:
         reports = dict(zip((n["name"] for n in nodes), pool.map(provision, nodes)))
     ready_from = time.monotonic()
-    cluster.wait_nodes_ready(layout, {n["name"] for n in nodes}, deadline)
+    try:
+        cluster.wait_nodes_ready(layout, {n["name"] for n in nodes}, deadline)
+    except cluster.SandboxError as exc:
+        short = starved(n["name"] for n in nodes)
+        if short:
+            raise node_mod.KubeletNodeError(
+                "%s; the kubelet of %s ran out of inotify instances (fs.inotify.max_user_instances=%d is shared by every "
+                "container's root): make kubelet-inotify" % (exc, ", ".join(short), inotify_limit())) from exc
+        raise
     for report in reports.values():
         report["ready_wait_seconds"] = round(time.monotonic() - ready_from, 1)
     return reports

@@ -5,7 +5,8 @@
 #   make kubelet-cni      Debian's CNI plugins on this machine (copied into the kubelet nodes)
 #   make kubelet-images   the loader directory $(KUBELET_IMAGE_DIR): the pause image of our own (cached by key), and
 #                         whatever image tars other targets put there; sandbox-up imports each into every kubelet node
-#   make kubelet-ready    all three
+#   make kubelet-inotify  fs.inotify.max_user_instances raised to 1024 when lower (machine-wide; below)
+#   make kubelet-ready    all four
 # Which nodes are kubelet nodes: `kubelet: true` in sandbox/fleet.yml, or K8S_KUBELET_NODES=all|none|a,b for sandbox-up.
 
 KUBELET_DIR := $(ROOT)/sandbox/kubelet
@@ -29,14 +30,16 @@ kubelet-cni:
 kubelet-images: venv docker-engine
 	cd $(ROOT) && $(PY) -m sandbox.kubelet.images pause --cache-dir $(KUBELET_CACHE)/images --out $(KUBELET_IMAGE_DIR)
 
-kubelet-ready: kubelet kubelet-cni kubelet-images
+kubelet-ready: kubelet kubelet-cni kubelet-images kubelet-inotify
 
 # sandbox-up's prerequisite: nothing unless some node will be a kubelet node (a fresh machine's demo builds no kubelet)
 kubelet-if-wanted: $(if $(KUBELET_WANTED),kubelet-ready)
 
 # Every root process of every container shares one fs.inotify.max_user_instances (128 by default) and each kubelet
-# node takes about 8 (README.md); sandbox-up refuses to start kubelet nodes that would not find them. This raises the
-# limit to KUBELET_INOTIFY_INSTANCES when it is lower: a machine-wide setting, so it is not part of any other target.
+# node takes about 8 (README.md): with kubelet nodes beside make test's control planes and molecule's containers, 128
+# runs out and kubelets crash-loop. This raises it to KUBELET_INOTIFY_INSTANCES when lower (kind's known issues advise
+# the same); a machine-wide setting, made by kubelet-ready (so by test-setup and a sandbox-up with kubelet nodes).
+# cluster.py's INOTIFY_WANTED is this number.
 KUBELET_INOTIFY_INSTANCES ?= 1024
 kubelet-inotify:
 	@now=$$(cat /proc/sys/fs/inotify/max_user_instances); \

@@ -157,6 +157,26 @@ def test_api_server_reaches_the_kubelet(kubelet_node):
     assert probe.stdout.strip() == "401", probe.stdout + probe.stderr
 
 
+def test_node_credentials_are_a_nodes(kubelet_node, tmp_path):
+    """The kubelet's own certificate (system:node:<name>) is held to what the Node authorizer and NodeRestriction
+    allow: no cluster-wide secrets, no label under node-restriction.kubernetes.io/ on its own Node."""
+    sandbox = kubelet_node
+    kubeconfig = yaml.safe_load(_docker("exec", NODE, "cat", "/etc/kubernetes/kubelet.conf").stdout)
+    assert kubeconfig["users"][0]["name"] == "system:node:" + NODE
+    kubeconfig["clusters"][0]["cluster"]["server"] = sandbox.state["server"]  # loopback, not the relay
+    path = tmp_path / "kubelet.conf"
+    path.write_text(yaml.safe_dump(kubeconfig))
+
+    def kubectl(*args):
+        return subprocess.run(["kubectl", "--kubeconfig", str(path), *args], capture_output=True, text=True,
+                              timeout=60, check=False)
+    assert kubectl("get", "node", NODE, "-o", "name").stdout.strip() == "node/" + NODE
+    secrets = kubectl("get", "secrets", "--all-namespaces")
+    assert secrets.returncode != 0 and "forbidden" in secrets.stderr.lower(), secrets.stdout + secrets.stderr
+    label = kubectl("label", "node", NODE, "node-restriction.kubernetes.io/kl-test=yes")
+    assert label.returncode != 0 and "node-restriction.kubernetes.io" in label.stderr, label.stdout + label.stderr
+
+
 def test_pods_run_and_log(kubelet_node):
     sandbox = kubelet_node
     core = sandbox.core
