@@ -5,7 +5,7 @@ containerd, registered with a control plane of this module's own.
 One node container of its own (``kl-test-node``, label ``kubegpu.kl=1``, made by sandbox/images/nodes.yml from a fleet
 file of one node, never one of the fleet's), one control plane of its own (under $TEST_STATE_DIR/kubelet), both
 removed at the end. It checks what only a kubelet can do: the node is Ready without kwok, the API server reaches the
-kubelet (node proxy, pod logs), a pod's containers run (in the node's own cgroup), and the image loader skips what is
+kubelet (node proxy, pod logs, exec), a pod's containers run (in the node's own cgroup), and the image loader skips what is
 already there.
 """
 
@@ -198,6 +198,10 @@ def test_pods_run_and_log(kubelet_node):
         assert pod_slice.is_dir(), "no %s on the host" % pod_slice
         state = json.loads(_docker("exec", NODE, "cat", "/var/lib/kubelet/cpu_manager_state").stdout)
         assert state["policyName"] == "static" and sleeper.metadata.uid in state.get("entries", {}), state
+        # exec through the API server and the kubelet's streaming server, into the running container
+        done = subprocess.run(["kubectl", "--kubeconfig", sandbox.kubeconfig, "exec", "kl-sleeper", "--", "/pause", "--version"],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0 and "kubegpu sandbox pause" in done.stdout, done.stdout + done.stderr
     finally:
         for name in ("kl-hello", "kl-sleeper"):
             core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
