@@ -88,7 +88,6 @@ def test_containerd_keys_change_in_place(tmp_path):
     assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
 
 
-
 def test_inotify_limit_is_what_make_raises_it_to():
     rules = (config.HERE / "rules.mk").read_text(encoding="utf-8")
     assert "KUBELET_INOTIFY_INSTANCES ?= %d\n" % cluster.INOTIFY_WANTED in rules
