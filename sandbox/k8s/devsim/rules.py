@@ -110,6 +110,8 @@ class PluginConfig:
     fail_on_init_error: bool = True
     warnings: tuple = ()
     health: "HealthChecks" = None
+    pass_device_specs: bool = False
+    allocation_policy: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,6 +303,7 @@ _FLAGS = {
     "device-list-strategy": ("DEVICE_LIST_STRATEGY", ("plugin", "deviceListStrategy")),
     "device-id-strategy": ("DEVICE_ID_STRATEGY", ("plugin", "deviceIDStrategy")),
     "shared-devices-allocation-policy": ("SHARED_DEVICES_ALLOCATION_POLICY", ("plugin", "sharedDevicesAllocationPolicy")),
+    "pass-device-specs": ("PASS_DEVICE_SPECS", ("plugin", "passDeviceSpecs")),
 }
 
 
@@ -310,7 +313,7 @@ def parse_cli_args(args) -> dict:
     Accepts ``--flag=value``, ``--flag value``, ``-flag=value`` and bare boolean ``--flag``.
     """
     known = set(_FLAGS) | {"config-file"}
-    booleans = {"fail-on-init-error"}
+    booleans = {"fail-on-init-error", "pass-device-specs"}
     out = {}
     items = list(args or [])
     i = 0
@@ -415,6 +418,14 @@ def parse_config(text, env=None, cli=None) -> PluginConfig:
     if (policy or "") not in ALLOCATION_POLICIES:
         raise PluginError("unable to validate flags: invalid --shared-devices-allocation-policy option: %s" % policy)
 
+    pass_specs, source = effective("pass-device-specs")
+    if pass_specs is None:
+        pass_specs = False
+    elif source != "file" or isinstance(pass_specs, str):
+        pass_specs = _parse_bool_text(str(pass_specs), "passDeviceSpecs")
+    elif not isinstance(pass_specs, bool):
+        raise PluginError("flags.plugin.passDeviceSpecs must be a boolean")
+
     resources_section = doc.get("resources")
     if isinstance(resources_section, dict) and (resources_section.get("gpus") or resources_section.get("mig")):
         warnings.append("Customizing the 'resources' field is not yet supported in the config. Ignoring...")
@@ -448,6 +459,8 @@ def parse_config(text, env=None, cli=None) -> PluginConfig:
         fail_on_init_error=fail_on_init,
         warnings=tuple(warnings),
         health=health_checks(env),
+        pass_device_specs=pass_specs,
+        allocation_policy=policy or "",
     )
 
 
@@ -609,7 +622,8 @@ class PluginDevice:
       what ``deviceIDStrategy: index`` hands to the container; replicas keep their device's index;
     * ``gpu``: the parent GPU's index; ``minor``: its minor number (``/dev/nvidia<minor>``, GetPaths);
       ``mig``: ``(gpu instance id, compute instance id)`` of a MIG device, else None;
-    * ``replicas``: how many times the device is replicated (0: not shared)."""
+    * ``replicas``: how many times the device is replicated (0: not shared);
+    * ``numa``: the NUMA node ListAndWatch reports (the stand-in fills it from sysfs; the rules leave it None)."""
 
     id: str
     uuid: str
@@ -618,6 +632,7 @@ class PluginDevice:
     minor: int | None = None
     mig: tuple | None = None
     replicas: int = 0
+    numa: int | None = None
 
 
 def build_device_map(profile: dict, mig_strategy: str) -> dict:
