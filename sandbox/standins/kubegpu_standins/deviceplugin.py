@@ -276,7 +276,7 @@ def _kubelet_identity(path):
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_dev, st.st_ino)
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)  # a new socket can reuse the old one's inode: its ctime differs
 
 
 class Manager:
@@ -321,7 +321,9 @@ class Manager:
             self.restart_event.clear()
             while not self.stop_event.wait(RESTART_POLL_S):
                 now = _kubelet_identity(self.kubelet_socket)
-                if self.restart_event.is_set() or (now is not None and now != identity):
+                if now is None:
+                    identity = None  # gone: the kubelet is restarting; its next socket is a new one
+                elif self.restart_event.is_set() or now != identity:
                     LOG.info("inotify: %s created, restarting.", self.kubelet_socket)
                     break
             self.stop_all()
