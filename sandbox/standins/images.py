@@ -157,6 +157,14 @@ def build(files, pins, table, want, build_dir, cache_dir, mirror):
     node_images.run(["docker", "rmi", common], stdout=subprocess.DEVNULL)
 
 
+def _drop_other_keys(parent, want):
+    """The tars of earlier keys: this cache keeps one (the images of other keys are no longer tagged)."""
+    for name in os.listdir(parent):
+        path = os.path.join(parent, name)
+        if name != want and os.path.isfile(os.path.join(path, TAR_NAME)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def ensure(args):
     table = image_table()
     files = source_files()
@@ -183,6 +191,7 @@ def ensure(args):
                 node_images.run(["docker", "save", "-o", partial] + [item["tag"] for item in table])
                 os.replace(partial, tarball)
                 log("saved %s (%d MiB)" % (tarball, os.path.getsize(tarball) // (1 << 20)))
+                _drop_other_keys(os.path.dirname(out_dir), want)
     else:
         log("images are up to date (key %s)" % want)
     if args.link_dir:

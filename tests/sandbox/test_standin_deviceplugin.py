@@ -15,9 +15,7 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
-from concurrent import futures
 from pathlib import Path
 
 import pytest
@@ -30,43 +28,9 @@ PROFILES = ROOT / "sandbox" / "profiles"
 sys.path[:0] = [str(STANDINS)]
 
 from kubegpu_standins import allocate, api  # noqa: E402  pylint: disable=wrong-import-position
+from kubelet_double import WAIT_S, KubeletRegistration  # noqa: E402  pylint: disable=wrong-import-position
 from kubegpu_standins.api import pb  # noqa: E402  pylint: disable=wrong-import-position
 from sandbox.k8s.devsim import rules  # noqa: E402  pylint: disable=wrong-import-position
-
-WAIT_S = 20
-
-
-class KubeletRegistration:
-    """Test double of the kubelet's Registration service (and only that): serves kubelet.sock, records requests."""
-
-    def __init__(self, directory):
-        self.socket = os.path.join(directory, "kubelet.sock")
-        self.requests = []
-        self.cond = threading.Condition()
-        self.server = None
-
-    def Register(self, request, context):  # pylint: disable=invalid-name
-        with self.cond:
-            self.requests.append(request)
-            self.cond.notify_all()
-        return pb.Empty()
-
-    def start(self):
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        self.server.add_generic_rpc_handlers((api.generic_handler("Registration", self),))
-        self.server.add_insecure_port(api.unix_target(self.socket))
-        self.server.start()
-
-    def stop(self):
-        self.server.stop(0).wait()
-        if os.path.exists(self.socket):
-            os.unlink(self.socket)
-
-    def wait_for(self, count, timeout=WAIT_S):
-        with self.cond:
-            assert self.cond.wait_for(lambda: len(self.requests) >= count, timeout), \
-                "the plugin registered %d times, not %d, within %d s" % (len(self.requests), count, timeout)
-            return list(self.requests)
 
 
 class Plugin:

@@ -188,7 +188,7 @@ class ResourcePlugin:
             api.Stub(channel, "Registration").Register(pb.RegisterRequest(
                 version=api.VERSION, endpoint=os.path.basename(self.socket), resource_name=self.resource,
                 options=pb.DevicePluginOptions(get_preferred_allocation_available=True)), timeout=DIAL_TIMEOUT_S)
-        LOG.info("Registered device plugin for '%s' with Kubelet", self.resource)
+            LOG.info("Registered device plugin for '%s' with Kubelet", self.resource)
 
     def stop(self):
         self._stopped.set()
