@@ -133,3 +133,45 @@ def test_device_plugin_image_registers_and_serves_in_a_container(table, tmp_path
     finally:
         _docker("rm", "-f", name, check=False)
         kubelet.stop()
+
+
+def test_device_plugin_image_imported_into_a_nodes_containerd_registers(table, tmp_path):
+    """The path a kubelet node takes: the tar imported into a gpu node container's containerd (namespace k8s.io, as
+    the kubelet's CRI reads it), the plugin started there from the image by its entry point with the node's fake NVML
+    library, its dependency and its profile bind-mounted as a pod would get them, and the node's device plugin
+    directory (shared with the test) holding the test double's kubelet.sock."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from node_container import NodeContainer  # pylint: disable=import-outside-toplevel
+    _items, want = table
+    tarball = Path(os.environ.get("CACHE_DIR") or Path.home() / ".cache" / "kubegpu") / "standins" / want / images.TAR_NAME
+    if not tarball.exists():
+        missing_setup("%s is missing: make standin-images" % tarball)
+    sockets = tmp_path / "device-plugins"
+    sockets.mkdir()
+    kubelet = KubeletRegistration(str(sockets))
+    kubelet.start()
+    profile = ROOT / "sandbox" / "profiles" / "t4.json"
+    volumes = ["%s:/tmp/standin-images.tar:ro" % tarball, "%s:/var/lib/kubelet/device-plugins" % sockets,
+               "%s:/etc/fake-nvml/profile.json:ro" % profile]
+    binds = ["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", JANSSON, "/etc/fake-nvml", "/var/lib/kubelet/device-plugins"]
+    mounts = " ".join("--mount type=bind,src=%s,dst=%s,options=rbind:%s" % (p, p, "rw" if "kubelet" in p else "ro")
+                      for p in binds)
+    try:
+        with NodeContainer("sp-node-%d" % os.getpid(), "sp", volumes=volumes) as node:
+            start = time.monotonic()
+            node.run("ctr -n k8s.io images import /tmp/standin-images.tar >/dev/null")
+            print("import of %s into the node's containerd: %.1f s" % (tarball.name, time.monotonic() - start))
+            listed = node.run("ctr -n k8s.io images ls -q").split()
+            assert "nvcr.io/nvidia/k8s-device-plugin:v0.20.0" in listed
+            node.run("ctr -n k8s.io run -d %s nvcr.io/nvidia/k8s-device-plugin:v0.20.0 sp-plugin" % mounts)
+            request = kubelet.wait_for(1)[0]
+            assert (request.resource_name, request.endpoint) == ("nvidia.com/gpu", "nvidia-gpu.sock")
+            import grpc  # pylint: disable=import-outside-toplevel
+            with grpc.insecure_channel(api.unix_target(str(sockets / request.endpoint))) as channel:
+                stream = api.Stub(channel, "DevicePlugin").ListAndWatch(pb.Empty(), timeout=WAIT_S)
+                devices = next(stream).devices
+                stream.cancel()
+            with open(profile, encoding="utf-8") as handle:
+                assert [d.ID for d in devices] == [g["uuid"] for g in json.load(handle)["devices"]]
+    finally:
+        kubelet.stop()
