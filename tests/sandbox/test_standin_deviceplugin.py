@@ -145,7 +145,7 @@ def test_descriptors_match_the_kubelets_api_proto():
     assert set(messages) == set(api.MESSAGES)
     scalar = {"string": api._STRING, "bool": api._BOOL, "int64": api._INT64, "int32": api._INT32}  # pylint: disable=protected-access
     for name, fields in messages.items():
-        ours = [(f, n, k, rep) for f, n, k, rep in api.MESSAGES[name]]
+        ours = list(api.MESSAGES[name])
         theirs = [(f, n, api.MAP if t.startswith("map<") else scalar.get(t, t), rep) for f, n, t, rep in fields]
         assert ours == theirs, name
     assert re.search(r"^package v1beta1;", text, flags=re.M)
@@ -321,3 +321,49 @@ def test_health_check_marks_the_gpu_of_an_xid_event_unhealthy(plugin):
                 break
         stream.cancel()
     assert {"nvidia.com/gpu": bad} == expected
+
+
+MPS = """version: v1
+flags:
+  mpsRoot: /run/nvidia/mps
+sharing:
+  mps:
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 2
+"""
+
+
+def test_mps_plugin_serves_once_the_mps_daemon_started(plugin, tmp_path, fake_nvml_dir):
+    """The MPS control daemon stand-in leaves /mps/<resource>/{pipe,log,.started} (KUBEGPU_STANDIN_MPS_ROOT moves /mps
+    for the test); the plugin registers only after .started, gives workloads the pipe and shm, refuses two replicas."""
+    root = tmp_path / "mps"
+    env = {"KUBEGPU_STANDIN_MPS_ROOT": str(root)}
+    item = plugin("t4", MPS, env=env)
+    assert "Waiting for the MPS control daemon" in item.logs("Waiting for the MPS control daemon")
+    assert not item.kubelet.requests
+    daemon_env = dict(item.env)
+    init = subprocess.run([sys.executable, "-m", "kubegpu_standins", "mps-control-daemon", "mount-shm"], env=daemon_env,
+                          capture_output=True, text=True, timeout=WAIT_S, check=False)
+    assert init.returncode == 0 and (root / "shm").is_dir(), init.stderr
+    daemon = subprocess.Popen([sys.executable, "-m", "kubegpu_standins", "mps-control-daemon"], env=daemon_env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        request = item.kubelet.wait_for(1)[0]
+        assert request.resource_name == "nvidia.com/gpu"
+        assert (root / "nvidia.com/gpu" / ".started").exists() and (root / "nvidia.com/gpu" / "pipe").is_dir()
+        ids = sorted(d.ID for d in _listed(item, "nvidia-gpu.sock"))
+        assert len(ids) == 2
+        response = _allocate(item, "nvidia-gpu.sock", ids[:1]).container_responses[0]
+        assert response.envs["CUDA_MPS_PIPE_DIRECTORY"] == str(root / "nvidia.com/gpu" / "pipe")
+        assert [(m.host_path, m.container_path) for m in response.mounts] == [
+            ("/run/nvidia/mps/nvidia.com/gpu/pipe", str(root / "nvidia.com/gpu" / "pipe")),
+            ("/run/nvidia/mps/shm", "/dev/shm")]
+        with pytest.raises(grpc.RpcError) as err:
+            _allocate(item, "nvidia-gpu.sock", ids)
+        assert "maximum request size for shared resources is 1; found 2" in err.value.details()
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _out, err_text = daemon.communicate(timeout=WAIT_S)
+    assert daemon.returncode == 0, err_text
+    assert "Staring MPS daemon" in err_text and not (root / "nvidia.com/gpu" / ".started").exists()

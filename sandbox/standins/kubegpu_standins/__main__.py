@@ -13,7 +13,7 @@ PROGRAMS = {
     # NVIDIA k8s-device-plugin image (deployments/container/Dockerfile: /usr/bin/*, ENTRYPOINT nvidia-device-plugin)
     "nvidia-device-plugin": ("/usr/bin/nvidia-device-plugin", "deviceplugin"),
     "gpu-feature-discovery": ("/usr/bin/gpu-feature-discovery", None),
-    "mps-control-daemon": ("/usr/bin/mps-control-daemon", None),
+    "mps-control-daemon": ("/usr/bin/mps-control-daemon", "mpsdaemon"),
     "config-manager": ("/usr/bin/config-manager", None),
     # node-feature-discovery image (the collection's manifests run them by name)
     "nfd-master": ("/usr/bin/nfd-master", None),
@@ -51,6 +51,9 @@ def main(argv):
     if module == "deviceplugin":
         from . import deviceplugin  # pylint: disable=import-outside-toplevel
         return deviceplugin.main(argv[1:])
+    if module == "mpsdaemon":
+        from . import mpsdaemon  # pylint: disable=import-outside-toplevel
+        return mpsdaemon.main(argv[1:])
     from . import waiting  # pylint: disable=import-outside-toplevel
     return waiting.main(argv[0], argv[1:])
 

@@ -39,7 +39,6 @@ CDI_PLUGIN_NAME = "nvidia-device-plugin"
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 VOLUME_MOUNTS_ROOT = "/var/run/nvidia-container-devices"
 VOLUME_MOUNTS_HOST_PATH = "/dev/null"
-MPS_CONTAINER_ROOT = "/mps"  # mps.ContainerRoot
 
 
 class AllocateError(Exception):
@@ -80,7 +79,7 @@ def cdi_name(device_id):
     return "%s/%s=%s" % (CDI_VENDOR, CDI_CLASS, device_id)
 
 
-def container_response(resource, devices, config, ids, response_id, dev_root="/"):
+def container_response(resource, devices, config, ids, response_id, dev_root="/", mps_container_root="/mps"):
     """One ContainerAllocateResponse as a dict: ``envs``, ``annotations``, ``mounts`` and ``devices`` (lists of dicts of
     the API's field names), ``cdi_devices`` (names). ``response_id``: the uuid the plugin draws for the annotation key."""
     validate(resource, devices, config, ids)
@@ -95,7 +94,7 @@ def container_response(resource, devices, config, ids, response_id, dev_root="/"
         if "cdi-cri" in strategies:
             out["cdi_devices"] = names
     if config.sharing is not None and config.sharing.strategy == "mps":
-        pipe = posixpath.join(MPS_CONTAINER_ROOT, resource, "pipe")
+        pipe = posixpath.join(mps_container_root, resource, "pipe")
         out["envs"]["CUDA_MPS_PIPE_DIRECTORY"] = pipe
         out["mounts"] += [{"container_path": pipe, "host_path": posixpath.join(config.mps_root, resource, "pipe")},
                           {"container_path": "/dev/shm", "host_path": posixpath.join(config.mps_root, "shm")}]

@@ -37,7 +37,6 @@ whole-GPU preferred allocations ignore the NVLink topology (allocate.py).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import signal
@@ -52,6 +51,7 @@ import grpc
 from sandbox.k8s.devsim import rules
 
 from . import allocate, api, nvml_view
+from . import config as shared
 from .api import pb
 
 LOG = logging.getLogger("nvidia-device-plugin")
@@ -121,7 +121,7 @@ class ResourcePlugin:
         for req in request.container_requests:
             try:
                 answer = allocate.container_response(self.resource, self.devices, self.config, list(req.devices_ids),
-                                                     str(uuid.uuid4()))
+                                                     str(uuid.uuid4()), mps_container_root=self.mps_root)
             except allocate.AllocateError as exc:
                 LOG.error("Allocate %s: %s", list(req.devices_ids), exc)
                 context.abort(grpc.StatusCode.UNKNOWN, str(exc))
@@ -330,39 +330,14 @@ class Manager:
         LOG.info("Exiting.")
 
 
-def _block(reason, stop):
-    LOG.info("%s", reason)
-    stop.wait()
-    return 0
-
-
 def main(argv=None):
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname).1s %(message)s")
+    shared.setup_logging()
     argv = sys.argv[1:] if argv is None else argv
-    cli = rules.parse_cli_args(argv)
-    env = dict(os.environ)
-    kubelet_socket = env.get("KUBELET_SOCKET") or api.KUBELET_SOCKET
+    kubelet_socket = os.environ.get("KUBELET_SOCKET") or api.KUBELET_SOCKET
     for n, arg in enumerate(argv):
         if arg.lstrip("-").startswith("kubelet-socket"):
             kubelet_socket = arg.split("=", 1)[1] if "=" in arg else argv[n + 1]
     LOG.info("Starting nvidia-device-plugin (kubegpu sandbox stand-in, not NVIDIA's software)")
-    config_file = cli.get("config-file") or env.get("CONFIG_FILE")
-    text = None
-    if config_file:
-        try:
-            with open(config_file, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            LOG.error("unable to load config: unable to read config file: %s", exc)
-            return 1
-    try:
-        config = rules.parse_config(text, env, cli)
-    except rules.PluginError as exc:
-        LOG.error("unable to load config: %s", exc)
-        return 1
-    for warning in config.warnings:
-        LOG.warning("%s", warning)
     stop = threading.Event()
     manager_box = []
 
@@ -379,25 +354,22 @@ def main(argv=None):
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, on_signal)
     try:
-        profile = nvml_view.read()
-    except nvml_view.NvmlInitError as exc:
+        config, _cli = shared.load(argv)
+        profile, devices = shared.devices(config)
+    except shared.StartError as exc:
         LOG.error("%s", exc)
-        if config.fail_on_init_error:
-            return 1
-        return _block("Failed to initialize NVML; waiting indefinitely (failOnInitError=false)", stop)
-    try:
-        devices = rules.plugin_devices(profile, config)
-    except rules.PluginError as exc:
-        LOG.error("error starting plugins: %s", exc)
-        return 1
-    numa = {index: nvml_view.numa_node(device.get("pci_bus_id"))
-            for index, device in enumerate(profile.get("devices") or [])}
-    devices = {name: [dataclasses.replace(d, numa=numa.get(d.gpu)) for d in devs] for name, devs in devices.items()}
+        if exc.code is not None:
+            return exc.code
+        LOG.info("Waiting indefinitely (failOnInitError=false)")
+        stop.wait()
+        return 0
     if not devices:
-        return _block("No devices found. Waiting indefinitely.", stop)
+        LOG.info("No devices found. Waiting indefinitely.")
+        stop.wait()
+        return 0
     for name, devs in sorted(devices.items()):
         LOG.info("Resource %s: %d devices", name, len(devs))
-    manager = Manager(devices, config, kubelet_socket, mps_root=allocate.MPS_CONTAINER_ROOT)
+    manager = Manager(devices, config, kubelet_socket, mps_root=shared.MPS_CONTAINER_ROOT)
     manager_box.append(manager)
     health = HealthCheck(profile, manager.plugins, config)
     health.start()
