@@ -2,9 +2,10 @@
 """Build, cache and save the sandbox's stand-in images, tagged exactly as the collection's manifests name the vendors'.
 
 ``ensure`` gives the engine every image of the current input key and leaves one image tar, holding every tag (their
-shared layers once), in the cache: ``CACHE/standins/<key>/standin-images.tar``; ``--link-dir DIR`` links it into the
-directory the node image loader reads. Cheapest first: nothing when the engine has the images of the key and the tar
-exists; ``docker load`` of the tar; else a build (debootstrap base shared with the node images, node_images.py).
+shared layers once), in the directory of stand-in image tars the node image loader imports (``--out-dir``, the
+Makefile's STANDIN_IMAGES_DIR, ``~/.cache/kubegpu/standin-images``): ``standins-<key>.tar``; the tars of other keys
+there go. Cheapest first: nothing when the engine has the images of the key and the tar exists; ``docker load`` of the
+tar; else a build (debootstrap base shared with the node images, node_images.py).
 
 The key hashes every input: the Dockerfile, the stand-ins' sources, the simulator's rules they import, the wheel
 versions (the test venv's: requirements-test.txt pins grpcio and protobuf, requirements.txt nvidia-ml-py), the base
@@ -33,7 +34,7 @@ sys.path.insert(0, os.path.join(ROOT, "sandbox", "images"))
 import node_images  # noqa: E402  pylint: disable=wrong-import-position
 
 KEY_LABEL = "kubegpu.standin-key"
-TAR_NAME = "standin-images.tar"
+TAR_PREFIX = "standins-"
 RECIPE_VERSION = "1"
 # The Python distributions the images unpack (their versions: the running venv's)
 DISTRIBUTIONS = ("grpcio", "protobuf", "PyYAML", "nvidia-ml-py", "typing_extensions")
@@ -157,12 +158,15 @@ def build(files, pins, table, want, build_dir, cache_dir, mirror):
     node_images.run(["docker", "rmi", common], stdout=subprocess.DEVNULL)
 
 
-def _drop_other_keys(parent, want):
-    """The tars of earlier keys: this cache keeps one (the images of other keys are no longer tagged)."""
-    for name in os.listdir(parent):
-        path = os.path.join(parent, name)
-        if name != want and os.path.isfile(os.path.join(path, TAR_NAME)):
-            shutil.rmtree(path, ignore_errors=True)
+def tar_path(out_dir, want):
+    return os.path.join(out_dir, "%s%s.tar" % (TAR_PREFIX, want))
+
+
+def _drop_other_keys(out_dir, want):
+    """The tars of earlier keys: the directory keeps one (the images of other keys are no longer tagged)."""
+    for name in os.listdir(out_dir):
+        if name.startswith(TAR_PREFIX) and name.endswith((".tar", ".tar.partial")) and name != TAR_PREFIX + want + ".tar":
+            os.unlink(os.path.join(out_dir, name))
 
 
 def ensure(args):
@@ -170,13 +174,13 @@ def ensure(args):
     files = source_files()
     pins = distributions()
     want = key(files, pins, table)
-    out_dir = os.path.join(args.cache_dir, "standins", want)
-    tarball = os.path.join(out_dir, TAR_NAME)
+    out_dir = os.path.abspath(args.out_dir)
+    tarball = tar_path(out_dir, want)
     if not (loaded(table, want) and os.path.exists(tarball)):
         os.makedirs(out_dir, exist_ok=True)
-        with open(os.path.join(out_dir, ".lock"), "w", encoding="utf-8") as lock:
+        with open(os.path.join(out_dir, ".standins.lock"), "w", encoding="utf-8") as lock:
             node_images._lock_within(lock, node_images.LOCK_TIMEOUT,  # pylint: disable=protected-access
-                                     "another stand-in image build held %s/.lock" % out_dir)
+                                     "another stand-in image build held %s/.standins.lock" % out_dir)
             if os.path.exists(tarball) and not loaded(table, want):
                 log("docker load < %s" % tarball)
                 node_images.run(["docker", "load", "-q", "-i", tarball], stdout=subprocess.DEVNULL)
@@ -191,18 +195,9 @@ def ensure(args):
                 node_images.run(["docker", "save", "-o", partial] + [item["tag"] for item in table])
                 os.replace(partial, tarball)
                 log("saved %s (%d MiB)" % (tarball, os.path.getsize(tarball) // (1 << 20)))
-                _drop_other_keys(os.path.dirname(out_dir), want)
+            _drop_other_keys(out_dir, want)
     else:
         log("images are up to date (key %s)" % want)
-    if args.link_dir:
-        os.makedirs(args.link_dir, exist_ok=True)
-        link = os.path.join(args.link_dir, TAR_NAME)
-        if os.path.realpath(link) != tarball:
-            tmp = link + ".new"
-            if os.path.lexists(tmp):
-                os.unlink(tmp)
-            os.symlink(tarball, tmp)
-            os.replace(tmp, link)
     print(json.dumps({"key": want, "tar": tarball, "images": [item["tag"] for item in table]}))
 
 
@@ -210,7 +205,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/kubegpu"))
     parser.add_argument("--build-dir", default=os.path.join(ROOT, ".build", "standin-images"))
-    parser.add_argument("--link-dir", help="link the image tar into this directory (the node image loader's)")
+    parser.add_argument("--out-dir", default=os.path.expanduser("~/.cache/kubegpu/standin-images"),
+                        help="the directory of stand-in image tars the node image loader imports")
     parser.add_argument("--mirror", default=os.environ.get("IMAGES_MIRROR") or None)
     parser.add_argument("action", choices=("ensure", "key", "table"), nargs="?", default="ensure")
     args = parser.parse_args(argv)

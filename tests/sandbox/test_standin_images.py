@@ -28,6 +28,8 @@ from sandbox.k8s.devsim import rules  # noqa: E402  pylint: disable=wrong-import
 from setup_steps import missing_setup  # noqa: E402  pylint: disable=wrong-import-position
 
 LABEL = "kubegpu.sp=1"
+# the Makefile's STANDIN_IMAGES_DIR (sandbox/standins/rules.mk), images.py's default
+STANDIN_IMAGES_DIR = os.environ.get("STANDIN_IMAGES_DIR") or str(Path.home() / ".cache" / "kubegpu" / "standin-images")
 JANSSON = "/usr/lib/x86_64-linux-gnu/libjansson.so.4"
 
 
@@ -69,7 +71,7 @@ def test_images_are_labelled_stand_ins_sharing_one_file_system(table):
 
 def test_the_tar_holds_every_tag(table):
     items, want = table
-    tarball = Path(os.environ.get("CACHE_DIR") or Path.home() / ".cache" / "kubegpu") / "standins" / want / images.TAR_NAME
+    tarball = Path(images.tar_path(STANDIN_IMAGES_DIR, want))
     if not tarball.exists():
         missing_setup("%s is missing: make standin-images" % tarball)
     listing = subprocess.run(["tar", "-xOf", str(tarball), "manifest.json"], capture_output=True, text=True, timeout=60,
@@ -143,7 +145,7 @@ def test_device_plugin_image_imported_into_a_nodes_containerd_registers(table, t
     sys.path.insert(0, str(ROOT / "tests"))
     from node_container import NodeContainer  # pylint: disable=import-outside-toplevel
     _items, want = table
-    tarball = Path(os.environ.get("CACHE_DIR") or Path.home() / ".cache" / "kubegpu") / "standins" / want / images.TAR_NAME
+    tarball = Path(images.tar_path(STANDIN_IMAGES_DIR, want))
     if not tarball.exists():
         missing_setup("%s is missing: make standin-images" % tarball)
     sockets = tmp_path / "device-plugins"
