@@ -29,6 +29,7 @@ sys.path[:0] = [str(STANDINS)]
 
 from kubegpu_standins import allocate, api  # noqa: E402  pylint: disable=wrong-import-position
 from kubelet_double import WAIT_S, KubeletRegistration  # noqa: E402  pylint: disable=wrong-import-position
+from setup_steps import missing_setup  # noqa: E402  pylint: disable=wrong-import-position
 from kubegpu_standins.api import pb  # noqa: E402  pylint: disable=wrong-import-position
 from sandbox.k8s.devsim import rules  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -367,3 +368,30 @@ def test_mps_plugin_serves_once_the_mps_daemon_started(plugin, tmp_path, fake_nv
         _out, err_text = daemon.communicate(timeout=WAIT_S)
     assert daemon.returncode == 0, err_text
     assert "Staring MPS daemon" in err_text and not (root / "nvidia.com/gpu" / ".started").exists()
+
+
+def test_the_kubelets_own_device_plugin_code_registers_lists_and_allocates(tmp_path, fake_nvml_dir):
+    """kubeletcheck (sandbox/standins/kubeletcheck: k8s.io/kubernetes' pkg/kubelet/cm/devicemanager/plugin/v1beta1, the
+    kubelet's Registration server and plugin client, in Go) in place of the Python test double: the kubelet's checks
+    and its generated messages accept the stand-in's registration, list and Allocate answers."""
+    build = subprocess.run([str(STANDINS / "kubeletcheck" / "build.sh"), "--if-cached"], capture_output=True, text=True,
+                           timeout=60, check=False)
+    if build.returncode != 0:
+        missing_setup(build.stderr.strip() or "kubeletcheck is not built: make standins-kubeletcheck")
+    check = subprocess.Popen([build.stdout.strip(), "-dir", str(tmp_path), "-count", "2"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    item = Plugin(tmp_path, fake_nvml_dir, "v100x4", TIME_SLICING, env={"DEVICE_LIST_STRATEGY": "envvar,cdi-cri"})
+    item.kubelet.start = item.kubelet.stop = lambda: None  # kubeletcheck serves kubelet.sock, not the Python double
+    item.start()
+    try:
+        out, err = check.communicate(timeout=WAIT_S + 10)
+    finally:
+        item.stop()
+    assert check.returncode == 0, err
+    got = json.loads(out)
+    assert got["resource"] == "nvidia.com/gpu" and got["getPreferredAllocationAvailable"]
+    assert sorted(d["id"] for d in got["devices"]) == sorted(_expected("v100x4", TIME_SLICING)["nvidia.com/gpu"])
+    assert len({p.split("::")[0] for p in got["preferred"]}) == 2
+    gpus = ",".join(p.split("::")[0] for p in got["preferred"])
+    assert got["allocate"]["envs"] == {"NVIDIA_VISIBLE_DEVICES": gpus}
+    assert [d["name"] for d in got["allocate"]["cdi_devices"]] == ["nvidia.com/gpu=" + g for g in gpus.split(",")]
