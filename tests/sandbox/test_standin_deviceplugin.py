@@ -395,3 +395,41 @@ def test_the_kubelets_own_device_plugin_code_registers_lists_and_allocates(tmp_p
     gpus = ",".join(p.split("::")[0] for p in got["preferred"])
     assert got["allocate"]["envs"] == {"NVIDIA_VISIBLE_DEVICES": gpus}
     assert [d["name"] for d in got["allocate"]["cdi_devices"]] == ["nvidia.com/gpu=" + g for g in gpus.split(",")]
+
+
+# --- one set of rules: through NVML (the stand-in) and from the JSON (the simulator), on every shipped profile
+
+def _nvidia_profiles():
+    out = []
+    for path in sorted(PROFILES.glob("*.json")):
+        with open(path, encoding="utf-8") as handle:
+            if json.load(handle).get("vendor", "nvidia") == "nvidia":
+                out.append(path.stem)
+    return out
+
+
+def _outcome(profile, config):
+    try:
+        return {name: sorted(d.id for d in devs) for name, devs in rules.plugin_devices(profile, config).items()}
+    except rules.PluginError as exc:
+        return "exits: %s" % exc
+
+
+@pytest.mark.parametrize("name", _nvidia_profiles())
+def test_nvml_view_gives_the_rules_the_profiles_outcome(name, fake_nvml_dir):
+    """For every shipped NVIDIA profile and MIG strategy, the rules reach the same devices (or the same exit) from what
+    the stand-in reads through the fake NVML as from the profile's JSON, which the simulator reads."""
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake_nvml_dir), FAKE_NVML_PROFILE=str(PROFILES / (name + ".json")))
+    proc = subprocess.run([sys.executable, str(Path(__file__).with_name("standin_nvml_view_worker.py"))], env=env,
+                          capture_output=True, text=True, timeout=WAIT_S, check=False)
+    assert proc.returncode == 0, proc.stderr
+    view = json.loads(proc.stdout)
+    with open(PROFILES / (name + ".json"), encoding="utf-8") as handle:
+        profile = json.load(handle)
+    for strategy in rules.MIG_STRATEGIES:
+        config = rules.parse_config("flags: {migStrategy: %s}" % strategy)
+        expected = _outcome(profile, config)
+        if "init_error" in view:
+            assert isinstance(expected, str) and "failed to initialize NVML" in expected, (strategy, view)
+            continue
+        assert _outcome(view, config) == expected, strategy
