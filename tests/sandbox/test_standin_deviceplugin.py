@@ -279,9 +279,13 @@ def test_preferred_allocation_policies():
 def test_reregisters_after_a_kubelet_restart_and_removes_its_socket_on_sigterm(plugin):
     item = plugin("t4")
     item.kubelet.wait_for(1)
+    item.logs("Registered device plugin")  # its Register call has its answer: the kubelet may go now
     item.kubelet.stop()  # the kubelet goes away and comes back: a new kubelet.sock
     item.kubelet.start()
-    second = item.kubelet.wait_for(2)[1]
+    try:
+        second = item.kubelet.wait_for(2)[1]
+    except AssertionError as exc:
+        raise AssertionError("%s\nplugin log:\n%s" % (exc, item.logs())) from exc
     assert second.resource_name == "nvidia.com/gpu" and second.endpoint == "nvidia-gpu.sock"
     assert len(_listed(item, "nvidia-gpu.sock")) == 1
     item.proc.send_signal(signal.SIGTERM)
