@@ -169,6 +169,29 @@ def _drop_other_keys(out_dir, want):
             os.unlink(os.path.join(out_dir, name))
 
 
+def _copy_to(tarball, directory, want):
+    """Put the tar into a loader directory as ``standins.tar`` (a hard link where the file system allows, else a
+    copy), unless the one there is already of this key (``.standins.key`` beside it says which)."""
+    os.makedirs(directory, exist_ok=True)
+    target = os.path.join(directory, "standins.tar")
+    marker = os.path.join(directory, ".standins.key")
+    if os.path.exists(target) and os.path.exists(marker):
+        with open(marker, encoding="ascii") as handle:
+            if handle.read().strip() == want:
+                return
+    tmp = target + ".partial"
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    try:
+        os.link(tarball, tmp)
+    except OSError:
+        shutil.copyfile(tarball, tmp)
+    os.replace(tmp, target)
+    with open(marker, "w", encoding="ascii") as handle:
+        handle.write(want + "\n")
+    log("%s -> %s" % (tarball, target))
+
+
 def ensure(args):
     table = image_table()
     files = source_files()
@@ -198,6 +221,8 @@ def ensure(args):
             _drop_other_keys(out_dir, want)
     else:
         log("images are up to date (key %s)" % want)
+    if args.copy_to:
+        _copy_to(tarball, os.path.abspath(args.copy_to), want)
     print(json.dumps({"key": want, "tar": tarball, "images": [item["tag"] for item in table]}))
 
 
@@ -207,6 +232,7 @@ def main(argv=None):
     parser.add_argument("--build-dir", default=os.path.join(ROOT, ".build", "standin-images"))
     parser.add_argument("--out-dir", default=os.path.expanduser("~/.cache/kubegpu/standin-images"),
                         help="the directory of stand-in image tars the node image loader imports")
+    parser.add_argument("--copy-to", help="also put the tar, as standins.tar, into this loader directory")
     parser.add_argument("--mirror", default=os.environ.get("IMAGES_MIRROR") or None)
     parser.add_argument("action", choices=("ensure", "key", "table"), nargs="?", default="ensure")
     args = parser.parse_args(argv)

@@ -16,7 +16,14 @@ STANDIN_IMAGE_TARS += $(STANDIN_IMAGES_DIR)/standins-$(STANDINS_KEY).tar
 .PHONY: standin-images standins-kubeletcheck standins-test
 standin-images: docker-engine venv
 	nice -n 10 $(PY) sandbox/standins/images.py --cache-dir $(CACHE_DIR) --build-dir $(BUILD)/standin-images \
-	  --out-dir $(STANDIN_IMAGES_DIR) ensure
+	  --out-dir $(STANDIN_IMAGES_DIR) $(if $(KUBELET_IMAGE_DIR),--copy-to $(KUBELET_IMAGE_DIR)) ensure
+
+# Where the kubelet nodes' image loader reads its own directory (sandbox/kubelet/rules.mk's KUBELET_IMAGE_DIR, when
+# that slice is there: its rules.mk is included before this one), the tar goes there too, as standins.tar, and the
+# loader's target builds it first (sandbox/kubelet/README.md "Plugging a stand-in image in")
+ifneq ($(KUBELET_IMAGE_DIR),)
+kubelet-images: standin-images
+endif
 
 # The kubelet's own device plugin code (k8s.io/kubernetes, the sandbox's version) as a small Go program the stand-in
 # plugin's tests run; cached by key under $(CACHE_DIR)/standins-kubeletcheck (about 1.5 min cold, with the control
