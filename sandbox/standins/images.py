@@ -51,12 +51,16 @@ def _constants(vendor):
 
 
 def image_table():
-    """Every stand-in image: ``{name, tag, stands_in_for, entrypoint, cmd, workdir}``."""
+    """Every stand-in image: ``{name, tag, stands_in_for, entrypoint, cmd, workdir[, env]}``."""
     nvidia, nfd, amd, intel = (_constants(v) for v in ("_nvidia", "_nfd", "_amd", "_intel"))
     return [
         {"name": "nvidia-device-plugin", "tag": nvidia.default_image(),
          "stands_in_for": "NVIDIA k8s-device-plugin (nvidia-device-plugin, gpu-feature-discovery, mps-control-daemon)",
-         "entrypoint": ["nvidia-device-plugin"], "cmd": None, "workdir": None},
+         "entrypoint": ["nvidia-device-plugin"], "cmd": None, "workdir": None,
+         # deployments/container/Dockerfile (v0.20.0): what makes NVIDIA's runtime give the plugin's own containers
+         # every GPU and the driver's NVML, without the pod asking (the collection's DaemonSets set none of them)
+         "env": {"NVIDIA_DISABLE_REQUIRE": "true", "NVIDIA_VISIBLE_DEVICES": "all",
+                 "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}},
         {"name": "node-feature-discovery", "tag": "%s:%s" % (nfd.NFD_IMAGE_REPOSITORY, nfd.NFD_VERSION),
          "stands_in_for": "node-feature-discovery (nfd-master, nfd-worker, nfd-gc)",
          "entrypoint": None, "cmd": [nfd.WORKER_PROGRAM], "workdir": None},
@@ -150,6 +154,7 @@ def build(files, pins, table, want, build_dir, cache_dir, mirror):
         lines += ["LABEL %s=%s" % (k, json.dumps(v)) for k, v in sorted(_labels(item, want).items())]
         if item["workdir"]:
             lines.append("WORKDIR %s" % item["workdir"])
+        lines += ["ENV %s=%s" % (k, json.dumps(v)) for k, v in sorted((item.get("env") or {}).items())]
         lines.append("ENTRYPOINT %s" % json.dumps(item["entrypoint"] or []))
         lines.append("CMD %s" % json.dumps(item["cmd"] or []))
         node_images.run(["docker", "build", "--network", "none", "-t", item["tag"], "-"],

@@ -57,6 +57,8 @@ def _inspect(tag):
 
 def test_images_are_labelled_stand_ins_sharing_one_file_system(table):
     items, want = table
+    nvidia = next(item for item in items if item["name"] == "nvidia-device-plugin")
+    assert nvidia["env"]["NVIDIA_VISIBLE_DEVICES"] == "all"  # NVIDIA's runtime gives its pods the GPUs and NVML
     layers = set()
     for item in items:
         config = _inspect(item["tag"])
@@ -65,6 +67,8 @@ def test_images_are_labelled_stand_ins_sharing_one_file_system(table):
         assert "Not the vendor's software" in labels["org.opencontainers.image.description"]
         assert "stand-in" in labels["org.opencontainers.image.vendor"]
         assert (config["Config"]["Entrypoint"] or None) == item["entrypoint"]
+        env = dict(line.split("=", 1) for line in config["Config"]["Env"] or [])
+        assert {k: env.get(k) for k in item.get("env") or {}} == (item.get("env") or {})
         layers.add(tuple(config["RootFS"]["Layers"]))
     assert len(layers) == 1, "every stand-in image has the same layers, so a node imports them once"
 
