@@ -218,7 +218,7 @@ def test_allocate_per_device_list_strategy(plugin, strategy):
     item.kubelet.wait_for(1)
     ids = sorted(d.ID for d in _listed(item, "nvidia-gpu.sock"))[:2]
     response = _allocate(item, "nvidia-gpu.sock", ids).container_responses[0]
-    envs, names = dict(response.envs), ["nvidia.com/gpu=%s" % i for i in ids]
+    envs, names = dict(response.envs), ["k8s.device-plugin.nvidia.com/gpu=%s" % i for i in ids]
     if strategy == "volume-mounts":
         assert envs == {"NVIDIA_VISIBLE_DEVICES": "/var/run/nvidia-container-devices"}
         assert [(m.host_path, m.container_path) for m in response.mounts] == [
@@ -398,7 +398,7 @@ def test_the_kubelets_own_device_plugin_code_registers_lists_and_allocates(tmp_p
     assert len({p.split("::")[0] for p in got["preferred"]}) == 2
     gpus = ",".join(p.split("::")[0] for p in got["preferred"])
     assert got["allocate"]["envs"] == {"NVIDIA_VISIBLE_DEVICES": gpus}
-    assert [d["name"] for d in got["allocate"]["cdi_devices"]] == ["nvidia.com/gpu=" + g for g in gpus.split(",")]
+    assert [d["name"] for d in got["allocate"]["cdi_devices"]] == ["k8s.device-plugin.nvidia.com/gpu=" + g for g in gpus.split(",")]
 
 
 # --- one set of rules: through NVML (the stand-in) and from the JSON (the simulator), on every shipped profile

@@ -11,8 +11,9 @@ Source: k8s-device-plugin v0.20.0 (HEAD 1b826ac has the same files):
   strategy:
   - ``cdi-annotations``: ``cdi.k8s.io/nvidia-device-plugin_<response uuid>`` = the CDI names joined by ``,``
     (tags.cncf.io/container-device-interface pkg/cdi/annotations.go UpdateAnnotations, AnnotationKey);
-    ``cdi-cri``: the CDI names as ``cdi_devices``; a CDI name is ``nvidia.com/gpu=<id>`` (internal/cdi/cdi.go
-    QualifiedName with the vendor nvidia.com and class gpu);
+    ``cdi-cri``: the CDI names as ``cdi_devices``; a CDI name is ``k8s.device-plugin.nvidia.com/gpu=<id>``
+    (internal/cdi/cdi.go QualifiedName, class gpu; the vendor is cmd/nvidia-device-plugin/plugin-manager.go's
+    ``cdi.WithVendor("k8s.device-plugin.nvidia.com")``, the vendor of the spec the plugin writes to /var/run/cdi);
   - nothing else when every strategy is a CDI one (``AllCDIEnabled``);
   - ``envvar``: ``NVIDIA_VISIBLE_DEVICES`` = the ids joined by ``,``;
   - ``volume-mounts``: ``NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices`` and one mount per id from
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import posixpath
 
-CDI_VENDOR = "nvidia.com"
+CDI_VENDOR = "k8s.device-plugin.nvidia.com"
 CDI_CLASS = "gpu"
 CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"  # spec.DefaultCDIAnnotationPrefix
 CDI_PLUGIN_NAME = "nvidia-device-plugin"
