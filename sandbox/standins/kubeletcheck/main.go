@@ -47,7 +47,7 @@ func (h *handler) PluginListAndWatchReceiver(_ klog.Logger, _ string, r *api.Lis
 
 type result struct {
 	Resource      string                         `json:"resource"`
-	Devices       []map[string]interface{}        `json:"devices"`
+	Devices       []map[string]interface{}       `json:"devices"`
 	PreferredOK   bool                           `json:"getPreferredAllocationAvailable"`
 	Preferred     []string                       `json:"preferred"`
 	Allocate      *api.ContainerAllocateResponse `json:"allocate,omitempty"`
