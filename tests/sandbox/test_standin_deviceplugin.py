@@ -212,10 +212,56 @@ def test_allocate_envvar_strips_replicas_and_refuses_two_shared_devices(plugin):
     assert "unknown device" in err.value.details()
 
 
+@pytest.fixture
+def driver_root(tmp_path, fake_nvml_dir):
+    """A node's driver root as the plugin's container sees it at /driver-root, for v100x4: the fake NVML under the
+    driver version's name, an empty libcuda of that version (only its name is read), /dev/nvidia<minor> and
+    /dev/nvidiactl, and the node's nvidia-ctk at /usr/bin/nvidia-ctk (the toolkit package's path; here the one
+    `make nvidia-ctk` builds: test_nvlib_probe.nvidia_ctk_binary). Device nodes need root."""
+    from test_nvlib_probe import nvidia_ctk_binary  # pylint: disable=import-outside-toplevel
+    binary = nvidia_ctk_binary()
+    if not os.access(binary, os.X_OK):
+        missing_setup("no nvidia-ctk binary at %s; build it with `make nvidia-ctk` (or set NVIDIA_CTK)" % binary)
+    if os.geteuid() != 0:
+        pytest.skip("a driver root with device nodes needs root")
+    with open(PROFILES / "v100x4.json", encoding="utf-8") as handle:
+        profile = json.load(handle)
+    root = tmp_path / "driver-root"
+    libdir = root / "usr" / "lib" / "x86_64-linux-gnu"
+    libdir.mkdir(parents=True)
+    version = profile["driver_version"]
+    (libdir / ("libcuda.so.%s" % version)).write_bytes(b"")
+    (libdir / ("libnvidia-ml.so.%s" % version)).write_bytes((fake_nvml_dir / "libnvidia-ml.so.1").read_bytes())
+    (libdir / "libnvidia-ml.so.1").symlink_to("libnvidia-ml.so.%s" % version)
+    (root / "dev").mkdir()
+    for gpu in profile["devices"]:
+        os.mknod(root / "dev" / ("nvidia%d" % gpu["minor_number"]), 0o20666, os.makedev(195, gpu["minor_number"]))
+    os.mknod(root / "dev" / "nvidiactl", 0o20666, os.makedev(195, 255))
+    (root / "usr" / "bin").mkdir()
+    (root / "usr" / "bin" / "nvidia-ctk").symlink_to(binary)
+    return root
+
+
 @pytest.mark.parametrize("strategy", ["volume-mounts", "cdi-annotations", "cdi-cri", "envvar,cdi-cri"])
-def test_allocate_per_device_list_strategy(plugin, strategy):
-    item = plugin("v100x4", env={"DEVICE_LIST_STRATEGY": strategy})
+def test_allocate_per_device_list_strategy(plugin, strategy, driver_root, tmp_path):
+    cdi_root = tmp_path / "cdi"
+    item = plugin("v100x4", env={"DEVICE_LIST_STRATEGY": strategy, "CONTAINER_DRIVER_ROOT": str(driver_root),
+                                 "KUBEGPU_STANDIN_CDI_ROOT": str(cdi_root)})
     item.kubelet.wait_for(1)
+    spec_file = cdi_root / "k8s.device-plugin.nvidia.com-gpu.json"
+    if "cdi" in strategy:
+        # the spec the runtime resolves the names against: NVIDIA's generator on the driver root, moved to the host's
+        with open(spec_file, encoding="utf-8") as handle:
+            spec = json.load(handle)
+        assert spec["kind"] == "k8s.device-plugin.nvidia.com/gpu"
+        with open(PROFILES / "v100x4.json", encoding="utf-8") as handle:
+            gpus = json.load(handle)["devices"]
+        nodes = {d["name"]: [n.get("hostPath", n["path"]) for n in d["containerEdits"]["deviceNodes"]]
+                 for d in spec["devices"]}
+        assert {g["uuid"]: ["/dev/nvidia%d" % g["minor_number"]] for g in gpus}.items() <= nodes.items(), nodes
+        assert str(driver_root) not in json.dumps(spec)
+    else:
+        assert not spec_file.exists()
     ids = sorted(d.ID for d in _listed(item, "nvidia-gpu.sock"))[:2]
     response = _allocate(item, "nvidia-gpu.sock", ids).container_responses[0]
     envs, names = dict(response.envs), ["k8s.device-plugin.nvidia.com/gpu=%s" % i for i in ids]

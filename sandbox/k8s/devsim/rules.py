@@ -112,6 +112,9 @@ class PluginConfig:
     health: "HealthChecks" = None
     pass_device_specs: bool = False
     allocation_policy: str = ""
+    driver_root: str = "/"
+    container_driver_root: str = "/driver-root"
+    nvidia_ctk_path: str = "/usr/bin/nvidia-ctk"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,6 +307,10 @@ _FLAGS = {
     "device-id-strategy": ("DEVICE_ID_STRATEGY", ("plugin", "deviceIDStrategy")),
     "shared-devices-allocation-policy": ("SHARED_DEVICES_ALLOCATION_POLICY", ("plugin", "sharedDevicesAllocationPolicy")),
     "pass-device-specs": ("PASS_DEVICE_SPECS", ("plugin", "passDeviceSpecs")),
+    # where the CDI spec comes from (main.go: driver-root, driver-root-ctr-path, nvidia-cdi-hook-path)
+    "driver-root": ("NVIDIA_DRIVER_ROOT", ("nvidiaDriverRoot",)),
+    "driver-root-ctr-path": ("CONTAINER_DRIVER_ROOT", ("plugin", "containerDriverRoot")),
+    "nvidia-cdi-hook-path": ("NVIDIA_CTK_PATH", ("plugin", "nvidiaCTKPath")),
 }
 
 
@@ -461,6 +468,9 @@ def parse_config(text, env=None, cli=None) -> PluginConfig:
         health=health_checks(env),
         pass_device_specs=pass_specs,
         allocation_policy=policy or "",
+        driver_root=effective("driver-root")[0] or "/",  # api/config/v1 flags.go defaults
+        container_driver_root=effective("driver-root-ctr-path")[0] or "/driver-root",
+        nvidia_ctk_path=effective("nvidia-cdi-hook-path")[0] or "/usr/bin/nvidia-ctk",
     )
 
 

@@ -50,7 +50,7 @@ import grpc
 
 from sandbox.k8s.devsim import rules
 
-from . import allocate, api, nvml_view
+from . import allocate, api, cdi, nvml_view
 from . import config as shared
 from .api import pb
 
@@ -363,6 +363,13 @@ def main(argv=None):
         LOG.info("Waiting indefinitely (failOnInitError=false)")
         stop.wait()
         return 0
+    if cdi.wanted(config):
+        try:
+            LOG.info("Generating CDI spec for resource: %s/%s", cdi.VENDOR, cdi.CLASS)
+            LOG.info("CDI spec written to %s", cdi.write_spec(config))
+        except cdi.SpecError as exc:
+            LOG.error("error starting plugins: %s", exc)
+            return 1
     if not devices:
         LOG.info("No devices found. Waiting indefinitely.")
         stop.wait()
