@@ -420,7 +420,7 @@ def test_mps_plugin_serves_once_the_mps_daemon_started(plugin, tmp_path, fake_nv
     assert "Staring MPS daemon" in err_text and not (root / "nvidia.com/gpu" / ".started").exists()
 
 
-def test_the_kubelets_own_device_plugin_code_registers_lists_and_allocates(tmp_path, fake_nvml_dir):
+def test_the_kubelets_own_device_plugin_code_registers_lists_and_allocates(tmp_path, fake_nvml_dir, driver_root):
     """kubeletcheck (sandbox/standins/kubeletcheck: k8s.io/kubernetes' pkg/kubelet/cm/devicemanager/plugin/v1beta1, the
     kubelet's Registration server and plugin client, in Go) in place of the Python test double: the kubelet's checks
     and its generated messages accept the stand-in's registration, list and Allocate answers."""
@@ -430,7 +430,9 @@ def test_the_kubelets_own_device_plugin_code_registers_lists_and_allocates(tmp_p
         missing_setup(build.stderr.strip() or "kubeletcheck is not built: make standins-kubeletcheck")
     check = subprocess.Popen([build.stdout.strip(), "-dir", str(tmp_path), "-count", "2"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-    item = Plugin(tmp_path, fake_nvml_dir, "v100x4", TIME_SLICING, env={"DEVICE_LIST_STRATEGY": "envvar,cdi-cri"})
+    item = Plugin(tmp_path, fake_nvml_dir, "v100x4", TIME_SLICING, env={
+        "DEVICE_LIST_STRATEGY": "envvar,cdi-cri", "CONTAINER_DRIVER_ROOT": str(driver_root),
+        "KUBEGPU_STANDIN_CDI_ROOT": str(tmp_path / "cdi")})
     item.kubelet.start = item.kubelet.stop = lambda: None  # kubeletcheck serves kubelet.sock, not the Python double
     item.start()
     try:
