@@ -111,7 +111,10 @@ def test_device_plugin_image_registers_and_serves_in_a_container(table, tmp_path
     profile = ROOT / "sandbox" / "profiles" / "v100x4.json"
     _docker("rm", "-f", name, check=False)
     try:
-        _docker("run", "-d", "--name", name, "--label", LABEL, "--network", "none",
+        # the collection's hardened security context for the plugin (_nvidia/manifests.py: no capability, no
+        # privilege escalation)
+        _docker("run", "-d", "--name", name, "--label", LABEL, "--network", "none", "--cap-drop", "ALL",
+                "--security-opt", "no-new-privileges",
                 "-v", "%s:/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1:ro" % (fake_nvml_dir / "libnvidia-ml.so.1"),
                 # the fake NVML's one dependency (sandbox/fakenvml/README.md); NVIDIA's own library has none to bring
                 "-v", "%s:%s:ro" % (JANSSON, JANSSON),
