@@ -26,7 +26,9 @@ it serves:
    every GPU registered for XID critical errors; an event the check does not ignore marks the device
    ``rules.xid_hit`` names Unhealthy; a GPU whose registration fails (not NOT_SUPPORTED), or a failing wait, marks
    devices Unhealthy as ``rules.unhealthy_device_ids`` does.
-6. MPS (internal/plugin/mps.go waitForDaemon): before serving, the plugin asks the MPS control daemon; the stand-in
+6. CDI (cmd/nvidia-device-plugin/plugin-manager.go: CreateSpecFile before serving): with a CDI device list strategy,
+   the spec of vendor k8s.device-plugin.nvidia.com in /var/run/cdi, made by the node's nvidia-ctk (cdi.py).
+7. MPS (internal/plugin/mps.go waitForDaemon): before serving, the plugin asks the MPS control daemon; the stand-in
    waits for the daemon's ``/mps/<resource>/.started`` file (cmd/mps-control-daemon/mps/root.go startedFile), which
    the MPS daemon stand-in writes.
 
