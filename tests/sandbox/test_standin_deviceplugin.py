@@ -390,6 +390,11 @@ def test_mps_plugin_serves_once_the_mps_daemon_started(plugin, tmp_path, fake_nv
     for the test); the plugin registers only after .started, gives workloads the pipe and shm, refuses two replicas."""
     root = tmp_path / "mps"
     env = {"KUBEGPU_STANDIN_MPS_ROOT": str(root)}
+    waiting = plugin("t4", MPS, env=env)
+    assert "Waiting for the MPS control daemon" in waiting.logs("Waiting for the MPS control daemon")
+    waiting.proc.send_signal(signal.SIGTERM)  # a plugin that waits for its daemon still stops when told to
+    assert waiting.proc.wait(timeout=WAIT_S) == 0
+    waiting.kubelet.stop()
     item = plugin("t4", MPS, env=env)
     assert "Waiting for the MPS control daemon" in item.logs("Waiting for the MPS control daemon")
     assert not item.kubelet.requests

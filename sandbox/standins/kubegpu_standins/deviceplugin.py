@@ -155,8 +155,8 @@ class ResourcePlugin:
             self._generation += 1
             self._changed.notify_all()
 
-    def wait_for_mps_daemon(self, timeout=None):
-        """True once the MPS daemon stand-in marked this resource started (or MPS is off)."""
+    def wait_for_mps_daemon(self, timeout=None, stop=None):
+        """True once the MPS daemon stand-in marked this resource started (or MPS is off); False on ``stop``."""
         if self.config.sharing is None or self.config.sharing.strategy != "mps":
             return True
         started = os.path.join(self.mps_root, self.resource, ".started")
@@ -166,7 +166,7 @@ class ResourcePlugin:
             if not logged:
                 LOG.info("Waiting for the MPS control daemon of '%s' (%s)", self.resource, started)
                 logged = True
-            if self._stopped.wait(1.0) or (deadline is not None and time.monotonic() > deadline):
+            if (stop or self._stopped).wait(1.0) or (deadline is not None and time.monotonic() > deadline):
                 return False
         LOG.info("MPS daemon is healthy for '%s'", self.resource)
         return True
@@ -296,7 +296,7 @@ class Manager:
         """Serve and register every plugin; False when the kubelet could not be reached (retried by run)."""
         ok = True
         for plugin in self.plugins:
-            if not plugin.wait_for_mps_daemon():
+            if not plugin.wait_for_mps_daemon(stop=self.stop_event):
                 return False
             plugin.serve()
             try:
