@@ -8,14 +8,14 @@
 
 # The directory of stand-in image tars that the node image loader imports into each kubelet node (one tar per producer
 # and key; sandbox/proof's rules.mk names the same), and the tars of this key (a recursive variable: the key is asked
-# of images.py, which reads the venv's versions, only where a rule uses it)
+# of standin_images.py, which reads the venv's versions, only where a rule uses it)
 STANDIN_IMAGES_DIR ?= $(CACHE_DIR)/standin-images
-STANDINS_KEY = $(shell $(PY) sandbox/standins/images.py key 2>/dev/null)
+STANDINS_KEY = $(shell $(PY) sandbox/standins/standin_images.py key 2>/dev/null)
 STANDIN_IMAGE_TARS += $(STANDIN_IMAGES_DIR)/standins-$(STANDINS_KEY).tar
 
 .PHONY: standin-images standins-kubeletcheck standins-test
 standin-images: docker-engine venv
-	nice -n 10 $(PY) sandbox/standins/images.py --cache-dir $(CACHE_DIR) --build-dir $(BUILD)/standin-images \
+	nice -n 10 $(PY) sandbox/standins/standin_images.py --cache-dir $(CACHE_DIR) --build-dir $(BUILD)/standin-images \
 	  --out-dir $(STANDIN_IMAGES_DIR) $(if $(KUBELET_IMAGE_DIR),--copy-to $(KUBELET_IMAGE_DIR)) ensure
 
 # Where the kubelet nodes' image loader reads its own directory (sandbox/kubelet/rules.mk's KUBELET_IMAGE_DIR, when

@@ -20,7 +20,7 @@ pytest.importorskip("grpc", reason="grpcio is pinned in requirements-test.txt: r
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "sandbox" / "standins")]
 
-import images  # noqa: E402  pylint: disable=wrong-import-position
+import standin_images as images  # noqa: E402  pylint: disable=wrong-import-position
 from kubegpu_standins import api  # noqa: E402  pylint: disable=wrong-import-position
 from kubegpu_standins.api import pb  # noqa: E402  pylint: disable=wrong-import-position
 from kubelet_double import WAIT_S, KubeletRegistration  # noqa: E402  pylint: disable=wrong-import-position
@@ -28,7 +28,7 @@ from sandbox.k8s.devsim import rules  # noqa: E402  pylint: disable=wrong-import
 from setup_steps import missing_setup  # noqa: E402  pylint: disable=wrong-import-position
 
 LABEL = "kubegpu.sp=1"
-# the Makefile's STANDIN_IMAGES_DIR (sandbox/standins/rules.mk), images.py's default
+# the Makefile's STANDIN_IMAGES_DIR (sandbox/standins/rules.mk), standin_images.py's default
 STANDIN_IMAGES_DIR = os.environ.get("STANDIN_IMAGES_DIR") or str(Path.home() / ".cache" / "kubegpu" / "standin-images")
 JANSSON = "/usr/lib/x86_64-linux-gnu/libjansson.so.4"
 
