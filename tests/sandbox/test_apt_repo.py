@@ -368,7 +368,7 @@ def test_user_install_with_pins_then_upgrade(apt_repo, node_image):
     assert 'runc - Open Container Initiative runtime' in out['runtime-help']  # it passes --help on to runc
     assert out['ctk-version'].splitlines()[0] == 'NVIDIA Container Toolkit CLI version 1.19.0'
     # NVIDIA's nvidia-ctk writes docker's runtime entry (here only shown: --dry-run)
-    assert '"nvidia"' in out['ctk-configure'] and '/usr/bin/nvidia-container-runtime' in out['ctk-configure'] \
+    assert '"nvidia": {' in out['ctk-configure'] and '"path": "nvidia-container-runtime"' in out['ctk-configure'] \
         and out['ctk-configure'].endswith('rc=0'), out['ctk-configure']
     assert out['cdi-hook'].endswith('rc=0') and '1.19.0' in out['cdi-hook'], out['cdi-hook']
     assert out['cli-version'].splitlines()[0] == 'cli-version: 1.19.0'
