@@ -49,6 +49,9 @@ typedef int (*handle_fn)(unsigned int, void **);
 typedef int (*minor_fn)(void *, unsigned int *);
 typedef int (*string_fn)(void *, char *, unsigned int);
 typedef const char *(*error_fn)(int);
+typedef int (*mig_mode_fn)(void *, unsigned int *, unsigned int *);
+typedef int (*mig_count_fn)(void *, unsigned int *);
+typedef int (*mig_handle_fn)(void *, unsigned int, void **);
 
 static void *sym(void *lib, const char *name)
 {
@@ -89,6 +92,29 @@ static int is_char_device(const char *path)
     return stat(path, &st) == 0 && S_ISCHR(st.st_mode);
 }
 
+/* ", MIG on, N MIG devices" / ", MIG off" / "" (not MIG capable): what NVML says of the GPU's MIG mode and layout */
+static void describe_mig(void *lib, void *gpu, char *buf, size_t len)
+{
+    mig_mode_fn get_mode = (mig_mode_fn)dlsym(lib, "nvmlDeviceGetMigMode");
+    mig_count_fn get_max = (mig_count_fn)dlsym(lib, "nvmlDeviceGetMaxMigDeviceCount");
+    mig_handle_fn get_mig = (mig_handle_fn)dlsym(lib, "nvmlDeviceGetMigDeviceHandleByIndex");
+    unsigned int current, pending, max = 0, slot, devices = 0;
+    void *mig;
+
+    buf[0] = '\0';
+    if (!get_mode || !get_max || !get_mig || get_mode(gpu, &current, &pending) != NVML_SUCCESS)
+        return;
+    if (!current) {
+        snprintf(buf, len, ", MIG off");
+        return;
+    }
+    if (get_max(gpu, &max) == NVML_SUCCESS)
+        for (slot = 0; slot < max; slot++)
+            if (get_mig(gpu, slot, &mig) == NVML_SUCCESS)
+                devices++;
+    snprintf(buf, len, ", MIG on, %u MIG devices", devices);
+}
+
 /* The GPUs the runtime put into the container: NVML's devices whose /dev/nvidia<minor> is here. */
 static int injected_gpus(void *lib)
 {
@@ -98,7 +124,7 @@ static int injected_gpus(void *lib)
     string_fn get_name = (string_fn)sym(lib, "nvmlDeviceGetName");
     string_fn get_uuid = (string_fn)sym(lib, "nvmlDeviceGetUUID");
     unsigned int count = 0, i, minor;
-    char name[96], uuid[96], path[64];
+    char name[96], uuid[96], path[64], mig[64];
     void *handle;
     int found = 0;
 
@@ -116,7 +142,8 @@ static int injected_gpus(void *lib)
             strcpy(name, "?");
         if (get_uuid(handle, uuid, sizeof(uuid)) != NVML_SUCCESS)
             strcpy(uuid, "?");
-        fprintf(stderr, "proof stand-in: GPU %u: %s (%s) at %s\n", i, name, uuid, path);
+        describe_mig(lib, handle, mig, sizeof(mig));
+        fprintf(stderr, "proof stand-in: GPU %u: %s (%s) at %s%s\n", i, name, uuid, path, mig);
         found++;
     }
     fprintf(stderr, "proof stand-in: %d of the %u GPUs NVML reports are in this container\n", found, count);
@@ -157,9 +184,9 @@ static void check_driver(void)
     fprintf(stderr, "proof stand-in: driver CUDA %d.%d, image built for CUDA %s (needs a driver of CUDA %d.%d or later)\n",
             driver / 1000, driver % 1000 / 10, PROOF_CUDA_VERSION, oldest_driver_for(built) / 1000,
             oldest_driver_for(built) % 1000 / 10);
+    gpus = injected_gpus(lib);
     if (driver < oldest_driver_for(built))
         cuda_fails(CUDA_INSUFFICIENT_DRIVER);
-    gpus = injected_gpus(lib);
     if (gpus == 0 || !is_char_device("/dev/nvidiactl"))
         cuda_fails(CUDA_NO_DEVICE);
 }
