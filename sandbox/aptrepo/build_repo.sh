@@ -113,9 +113,9 @@ $2 $3 (kubegpu test stand-in)
 This package is a TEST STAND-IN built by the kubegpu.cluster collection's test sandbox
 (sandbox/aptrepo/build_repo.sh). The package is NOT NVIDIA software: NVIDIA did not build or
 publish it. The programs in it are NVIDIA's own: nvidia-container-runtime, nvidia-ctk and
-nvidia-cdi-hook, built by the sandbox from the source of github.com/NVIDIA/nvidia-container-toolkit
-v$4 (Go module proxy; Apache License 2.0, see LICENSE beside this file), unchanged
-(sandbox/nvidia-runtime). It lets the collection's tests install "the NVIDIA container toolkit"
+nvidia-cdi-hook, built unchanged by the sandbox (sandbox/nvidia-runtime) from the source of
+github.com/NVIDIA/nvidia-container-toolkit v$4 (Go module proxy; Apache License 2.0, see
+LICENSE beside this file). It lets the collection's tests install "the NVIDIA container toolkit"
 with apt, the way real users do, where NVIDIA's repositories cannot be reached.
 TXT
         return

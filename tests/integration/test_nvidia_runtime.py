@@ -111,7 +111,7 @@ class RuntimeNode(NodeContainer):
     def __enter__(self):
         super().__enter__()
         try:
-            assert self.run("systemctl is-enabled fake-nvml-driver-files.service").strip() == "enabled", \
+            assert self.run("systemctl is-enabled fake-nvml-driver-files.service", check=False).strip() == "enabled", \
                 "%s lacks fake-nvml-driver-files.service: rebuild the node images (make node-images)" % self.image
             self.run(SETUP.format(version=self.built["version"], tar=os.path.basename(self.built["tar"])))
             return self
