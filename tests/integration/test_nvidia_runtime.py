@@ -14,7 +14,8 @@ Proves (sandbox/fakenvml/README.md, "In containers"):
   and names the GPU and its device node;
 - everything the fake reads arrives through what the runtime mounts: the profile (no mount of ours), and the MIG state
   (a MIG mode set on the node after boot is what the container sees);
-- NVIDIA_VISIBLE_DEVICES=1 gives the second GPU only, a CDI name (runtime.nvidia.com/gpu=0) the first only;
+- NVIDIA_VISIBLE_DEVICES=1 gives the second GPU only, and so does its UUID; a CDI name (runtime.nvidia.com/gpu=0)
+  the first only;
 - without the runtime, or with NVIDIA_VISIBLE_DEVICES=void, there is no driver in the container: CUDA's "insufficient
   driver" message; with NVIDIA_VISIBLE_DEVICES=none the driver but no GPU: "no CUDA-capable device is detected";
 - the proof passes on h100 (driver 550, CUDA 12.4: a CUDA 12.5 image runs there by CUDA's minor version
@@ -22,6 +23,7 @@ Proves (sandbox/fakenvml/README.md, "In containers"):
   "CUDA driver version is insufficient for CUDA runtime version".
 """
 
+import json
 import os
 import re
 import subprocess
@@ -182,6 +184,12 @@ def test_runtime_injects_only_the_devices_asked_for(built, tmp_path):
         assert rc == 0, out + err
         assert "1 of the 2 GPUs NVML reports are in this container" in err
         assert re.search(r"GPU 1: NVIDIA A100-SXM4-80GB .* at /dev/nvidia1", err) and "/dev/nvidia0" not in err, err
+        # by UUID, as NVIDIA's device plugin names the devices it allocates (deviceListStrategy envvar)
+        with open(os.path.join(ROOT, "sandbox", "profiles", "a100x2-mig-capable.json"), encoding="utf-8") as handle:
+            second = json.load(handle)["devices"][1]["uuid"]
+        rc, out, err = node.ctr_run("NVIDIA_VISIBLE_DEVICES=" + second, runc)
+        assert rc == 0 and "GPU 1: NVIDIA A100-SXM4-80GB (%s) at /dev/nvidia1" % second in err, out + err
+        assert "1 of the 2 GPUs NVML reports are in this container" in err
         rc, out, err = node.ctr_run("NVIDIA_VISIBLE_DEVICES=runtime.nvidia.com/gpu=0", runc)
         assert rc == 0, out + err
         assert re.search(r"GPU 0: .* at /dev/nvidia0", err) and "/dev/nvidia1" not in err, err
