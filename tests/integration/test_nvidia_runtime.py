@@ -6,7 +6,8 @@ the stand-in toolkit package nvidia-container-toolkit-base, which ships NVIDIA's
 and nvidia-cdi-hook built from source (sandbox/nvidia-runtime, sandbox/aptrepo), is installed with dpkg; the
 collection's nvidia_runtime_config registers the runtime with containerd, which is restarted; the proof image
 (sandbox/proof, tagged as PROOF_IMAGE) is imported into containerd; containers are run with ``ctr run`` and the runc
-binary containerd's configuration names for the runtime (``containerd config dump``), as NVIDIA's guide runs ctr.
+binary containerd's configuration names for the runtime (``containerd config dump``), as NVIDIA's guide runs ctr; on
+h100 also with ``docker run``, docker's default runtime made nvidia by the same module.
 
 Proves (sandbox/fakenvml/README.md, "In containers"):
 - the runtime's mode ``auto`` resolves to ``jit-cdi`` (its own log says so) and the container gets /dev/nvidia<minor>,
@@ -47,14 +48,14 @@ PLAY = """
 - hosts: all
   gather_facts: false
   tasks:
-    - name: Register NVIDIA's runtime with containerd
+    - name: Register NVIDIA's runtime with {runtime}
       kubegpu.cluster.nvidia_runtime_config:
-        runtime: containerd
+        runtime: {runtime}
       vars:
         ansible_python_interpreter: /opt/kubegpu/venv/bin/python  # tomlkit, as the container_toolkit role runs it
-    - name: Restart containerd
+    - name: Restart {runtime}
       ansible.builtin.systemd:
-        name: containerd
+        name: {runtime}
         state: restarted
 """
 # The node's side: the toolkit package, the runtime's debug log, containerd configured and the proof image imported
@@ -121,13 +122,21 @@ class RuntimeNode(NodeContainer):
             super().__exit__(None, None, None)
             raise
 
-    def configure(self, tmp_path):
-        rc, tasks = self.play(PLAY, tmp_path)
+    def configure(self, tmp_path, runtime="containerd"):
+        rc, tasks = self.play(PLAY.format(runtime=runtime), tmp_path)
         assert rc == 0, [(name, result.get("msg")) for name, result in tasks]
+        if runtime == "docker":
+            return None
         dump = self.run("containerd config dump")
         match = re.search(r'\.runtimes\.nvidia\.options\]\s*\n(?:.*\n)*?\s*BinaryName = "([^"]+)"', dump)
         assert match and match.group(1) == "/usr/bin/nvidia-container-runtime", dump
         return match.group(1)
+
+    def docker_run(self, *options):
+        """``docker run`` of the proof image on the node's docker: (rc, stdout, stderr)."""
+        proc = docker("exec", self.name, "timeout", "60", "docker", "run", "--rm", *options, self.built["image"],
+                      timeout=90)
+        return proc.returncode, proc.stdout, proc.stderr
 
     def ctr_run(self, env=None, runc=None):
         """``ctr run`` of the proof image (through ``runc``, the runtime's binary, when given): (rc, stdout, stderr)."""
@@ -171,6 +180,16 @@ def test_proof_passes_on_h100_through_nvidia_runtime_in_jit_cdi_mode(built, tmp_
             assert rc == 1 and out.splitlines() == VECTORADD[:1], (env, through, out, err)
             assert "Failed to allocate device vector A (error code %s)!" % INSUFFICIENT in err
             assert "no driver library" in err
+        # docker, its default runtime made nvidia by nvidia_runtime_config: a plain `docker run` gets the GPU (the image
+        # asks for all, as NVIDIA's CUDA images do), `--runtime runc` does not
+        node.configure(tmp_path, runtime="docker")
+        node.run("docker load -q -i /srv/kubegpu-images/%s" % os.path.basename(built["tar"]))
+        assert node.run("docker info --format '{{.DefaultRuntime}}'").strip() == "nvidia"
+        rc, out, err = node.docker_run()
+        assert rc == 0 and out.splitlines() == VECTORADD and "at /dev/nvidia0, MIG on, 1 MIG devices" in err, out + err
+        rc, out, err = node.docker_run("--runtime", "runc")
+        assert rc == 1 and "(error code %s)!" % INSUFFICIENT in err, out + err
+
         # NVIDIA_VISIBLE_DEVICES=none: the driver's files but no GPU
         rc, out, err = node.ctr_run("NVIDIA_VISIBLE_DEVICES=none", runc)
         assert rc == 1 and "0 of the 1 GPUs NVML reports are in this container" in err, out + err
