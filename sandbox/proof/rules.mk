@@ -26,3 +26,5 @@ proof-image-tar:
 $(PROOF_IMAGE_TAR):
 	@test -n "$(PROOF_CUDA_VERSION)" || { echo "proof-image: no CUDA version in PROOF_IMAGE '$(PROOF_IMAGE)'" >&2; exit 1; }
 	nice -n 10 $(PROOF_SRC)/build_image.sh --image $(PROOF_IMAGE) --cuda $(PROOF_CUDA_VERSION) --out $@
+	@# the archives of other keys are stale: the loader would import an old proof beside this one
+	find $(STANDIN_IMAGES_DIR) -maxdepth 1 -name 'proof-*.tar' ! -name '$(notdir $@)' -delete
