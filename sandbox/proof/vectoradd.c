@@ -150,6 +150,36 @@ static int injected_gpus(void *lib)
     return found;
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The MIG capability devices the runtime gave the container (a MIG device's GPU and compute instance access) */
+static void injected_caps(void)
+{
+    char *names[64], line[1024] = "";
+    struct dirent *entry;
+    size_t n = 0, i;
+    DIR *dir = opendir("/dev/nvidia-caps");
+
+    if (dir == NULL)
+        return;
+    while ((entry = readdir(dir)) != NULL && n < sizeof(names) / sizeof(names[0]))
+        if (entry->d_name[0] != '.')
+            names[n++] = strdup(entry->d_name);
+    closedir(dir);
+    qsort(names, n, sizeof(names[0]), by_name);
+    for (i = 0; i < n; i++) {
+        if (strlen(line) + strlen(names[i]) + 2 < sizeof(line)) {
+            strcat(line, " ");
+            strcat(line, names[i]);
+        }
+        free(names[i]);
+    }
+    fprintf(stderr, "proof stand-in: /dev/nvidia-caps:%s\n", line);
+}
+
 /* Everything cudaMalloc would need; returns only when vectorAdd would go on. */
 static void check_driver(void)
 {
@@ -185,6 +215,7 @@ static void check_driver(void)
             driver / 1000, driver % 1000 / 10, PROOF_CUDA_VERSION, oldest_driver_for(built) / 1000,
             oldest_driver_for(built) % 1000 / 10);
     gpus = injected_gpus(lib);
+    injected_caps();
     if (driver < oldest_driver_for(built))
         cuda_fails(CUDA_INSUFFICIENT_DRIVER);
     if (gpus == 0 || !is_char_device("/dev/nvidiactl"))
