@@ -160,8 +160,8 @@ demo: venv fakenvml node-images nodes-up sandbox-up artifact
 # directories: each pytest stage has a control plane of its own, TEST_STATE_DIR; only pytest-sandbox uses the fleet's
 # containers; molecule's containers are named per scenario, its control planes live in molecule's own directories;
 # sanity and units share .build/sanity and are one group). A stage runs alone after the set-up: `make test-setup pytest-k8s-a`.
-TEST_SETUP := host-packages venv fakenvml check-profiles fake-pci apt-repo k8s-binaries containerd2 nvidia-ctk nvlibprobe \
-	node-images kubelet-ready standin-images standins-kubeletcheck
+TEST_SETUP := host-packages venv fakenvml check-profiles fake-pci nvidia-runtime apt-repo k8s-binaries containerd2 nvidia-ctk \
+	nvlibprobe node-images kubelet-ready standin-images standins-kubeletcheck proof-image
 MOLECULE_SCENARIOS := $(notdir $(patsubst %/,%,$(dir $(wildcard molecule/*/molecule.yml))))
 TEST_PYTEST := pytest-k8s-a pytest-k8s-b pytest-integration pytest-sandbox pytest-unit
 # the other ansible-core versions meta/runtime.yml claims: a stage each (pytest-ansible-<minor>, below)

@@ -5,23 +5,30 @@
 # second flat repository laid out like NVIDIA's CUDA repository, https://developer.download.nvidia.com/compute/cuda/
 # repos/debian12/x86_64/, signed with the same key (see README.md beside this file).
 #
-#   build_repo.sh --out DIR --gnupg DIR [--url URL]   the whole repository into DIR (its contents are replaced)
-#   build_repo.sh --debs-only --out DIR               only the .deb files (the reproducibility test compares them)
+#   build_repo.sh --runtime DIR --out DIR --gnupg DIR [--url URL]   the whole repository into DIR (contents replaced)
+#   build_repo.sh --runtime DIR --debs-only --out DIR               only the .deb files (the reproducibility test)
 #
+# --runtime is where `make nvidia-runtime` built NVIDIA's own nvidia-container-runtime, nvidia-ctk and nvidia-cdi-hook,
+# one directory per upstream version (sandbox/nvidia-runtime): nvidia-container-toolkit-base ships them. The versions
+# are read from versions.env beside this file (the one place).
 # --gnupg is a private GNUPGHOME; its signing key is generated on first use and kept, and the repository's gpgkey is
 # exported from it on every build, so gpgkey always matches InRelease and Release.gpg (checked with gpgv at the end).
 # --url is where the repository is served (default http://127.0.0.1:8088): it goes into nvidia-container-toolkit.list.
 # Needs dpkg-deb, apt-ftparchive (apt-utils), gcc, gpg and gpgv; uses no network.
 set -euo pipefail
 
-TOOLKIT_VERSIONS=(1.19.0-1 1.20.0-1)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+read -r -a TOOLKIT_VERSIONS <<<"$(sed -n 's/^TOOLKIT_VERSIONS=//p' "$here/versions.env")"
+[ "${#TOOLKIT_VERSIONS[@]}" -gt 0 ] || { echo "build_repo.sh: no TOOLKIT_VERSIONS in $here/versions.env" >&2; exit 1; }
+# NVIDIA's programs in nvidia-container-toolkit-base, built by sandbox/nvidia-runtime/rules.mk
+RUNTIME_PROGRAMS=(nvidia-container-runtime nvidia-ctk nvidia-cdi-hook)
 # Stand-in driver packages: two releases of one branch, so that a rolling upgrade has somewhere to go.
 DRIVER_BRANCH=570
 DRIVER_VERSIONS=(570.124.06-1 570.172.08-1)
 CUDA_REPO_DIR=compute/cuda/repos/debian12/x86_64
 CUDA_KEY_NAME=3bf863cc.pub
 DOCKER2_VERSION=2.14.0-1
-DOCKER2_MIN_TOOLKIT=1.19.0
+DOCKER2_MIN_TOOLKIT=${TOOLKIT_VERSIONS[0]%-*}
 ARCH=amd64
 MULTIARCH=x86_64-linux-gnu
 MAINTAINER='kubegpu sandbox <kubegpu-sandbox@example.invalid>'
@@ -31,11 +38,10 @@ export SOURCE_DATE_EPOCH=1735689600
 export LC_ALL=C TZ=UTC
 umask 022
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-out="" gnupg="" url="http://127.0.0.1:8088" debs_only=0
+out="" gnupg="""" url="http://127.0.0.1:8088" debs_only=0
 
 usage() {
-    echo "usage: $0 --out DIR --gnupg DIR [--url URL] | --debs-only --out DIR" >&2
+    echo "usage: $0 --runtime DIR (--out DIR --gnupg DIR [--url URL] | --debs-only --out DIR)" >&2
     exit 2
 }
 
@@ -44,12 +50,20 @@ while [ $# -gt 0 ]; do
         --out) out=${2:?}; shift 2 ;;
         --gnupg) gnupg=${2:?}; shift 2 ;;
         --url) url=${2:?}; shift 2 ;;
+        --runtime) runtime=${2:?}; shift 2 ;;
         --debs-only) debs_only=1; shift ;;
         *) usage ;;
     esac
 done
 [ -n "$out" ] || usage
 [ "$debs_only" = 1 ] || [ -n "$gnupg" ] || usage
+[ -n "$runtime" ] || usage
+for version in "${TOOLKIT_VERSIONS[@]}"; do
+    for program in "${RUNTIME_PROGRAMS[@]}" LICENSE; do
+        [ -f "$runtime/${version%-*}/$program" ] || {
+            echo "build_repo.sh: $runtime/${version%-*}/$program is missing (make nvidia-runtime)" >&2; exit 1; }
+    done
+done
 for tool in dpkg-deb gcc; do
     command -v "$tool" >/dev/null || { echo "build_repo.sh: $tool is missing" >&2; exit 1; }
 done
@@ -89,8 +103,23 @@ put_file() {
     chmod "$3" "$1/$2"
 }
 
-# readme ROOT PKG VERSION: /usr/share/doc/PKG/README.kubegpu, present in every package.
+# readme ROOT PKG VERSION [UPSTREAM]: /usr/share/doc/PKG/README.kubegpu, present in every package. With UPSTREAM, the
+# package carries NVIDIA's own programs built from source at that version (nvidia-container-toolkit-base).
 readme() {
+    if [ -n "${4-}" ]; then
+        put_file "$1" "usr/share/doc/$2/README.kubegpu" 0644 <<TXT
+$2 $3 (kubegpu test stand-in)
+
+This package is a TEST STAND-IN built by the kubegpu.cluster collection's test sandbox
+(sandbox/aptrepo/build_repo.sh). The package is NOT NVIDIA software: NVIDIA did not build or
+publish it. The programs in it are NVIDIA's own: nvidia-container-runtime, nvidia-ctk and
+nvidia-cdi-hook, built unchanged by the sandbox (sandbox/nvidia-runtime) from the source of
+github.com/NVIDIA/nvidia-container-toolkit v$4 (Go module proxy; Apache License 2.0, see
+LICENSE beside this file). It lets the collection's tests install "the NVIDIA container toolkit"
+with apt, the way real users do, where NVIDIA's repositories cannot be reached.
+TXT
+        return
+    fi
     put_file "$1" "usr/share/doc/$2/README.kubegpu" 0644 <<TXT
 $2 $3 (kubegpu test stand-in)
 
@@ -98,13 +127,15 @@ This package is a TEST STAND-IN built by the kubegpu.cluster collection's test s
 (sandbox/aptrepo/build_repo.sh). It is NOT NVIDIA software and contains nothing of NVIDIA's.
 It only lets the collection's tests install "the NVIDIA container toolkit" with apt, the way
 real users do, where NVIDIA's repositories cannot be reached. Its programs are small shell
-scripts: nvidia-container-runtime runs runc, the others answer --version.
+scripts that answer --version (nvidia-container-runtime-hook exits 0); NVIDIA's runtime,
+nvidia-ctk and nvidia-cdi-hook are in nvidia-container-toolkit-base.
 TXT
 }
 
-# build_deb ROOT PKG VERSION ARCH DEPENDS DESCRIPTION: DEBIAN/control and md5sums, fixed mtimes, dpkg-deb --build.
+# build_deb ROOT PKG VERSION ARCH DEPENDS DESCRIPTION [COMPRESSOR]: DEBIAN/control and md5sums, fixed mtimes,
+# dpkg-deb --build (xz -9 unless COMPRESSOR says otherwise).
 build_deb() {
-    local root=$1 pkg=$2 version=$3 arch=$4 depends=$5 description=$6 size
+    local root=$1 pkg=$2 version=$3 arch=$4 depends=$5 description=$6 compressor=${7:-xz} size
     mkdir -p "$root/DEBIAN"
     # Installed-Size in KiB, as dpkg-gencontrol counts it: each file rounded up to a whole KiB.
     size=$(find "$root" -path "$root/DEBIAN" -prune -o ! -type d -printf '%s\n' | awk '{ k += int(($1 + 1023) / 1024) } END { print k + 0 }')
@@ -128,7 +159,7 @@ build_deb() {
     chmod 0644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
     [ ! -f "$root/DEBIAN/triggers" ] || chmod 0644 "$root/DEBIAN/triggers"
     find "$root" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
-    dpkg-deb --root-owner-group -Zxz -z9 --build "$root" "$pool/${pkg}_${version}_${arch}.deb" >/dev/null
+    dpkg-deb --root-owner-group "-Z$compressor" -z9 --build "$root" "$pool/${pkg}_${version}_${arch}.deb" >/dev/null
 }
 
 # --- The packages, per toolkit version -----------------------------------------------------------------------------
@@ -137,38 +168,16 @@ for version in "${TOOLKIT_VERSIONS[@]}"; do
     upstream=${version%-*}
     IFS=. read -r major minor patch <<<"$upstream"
 
+    # NVIDIA's own programs, built from the toolkit's source at this version (sandbox/nvidia-runtime), in a package of ours
     root="$work/nvidia-container-toolkit-base_$version"
-    put_file "$root" usr/bin/nvidia-container-runtime 0755 <<SH
-#!/bin/sh
-# kubegpu test stand-in for NVIDIA's nvidia-container-runtime $upstream (NOT NVIDIA software): runs runc
-# with the same arguments, so an engine configured with this runtime still starts containers.
-case "\${1-}" in
-    --version)
-        echo "NVIDIA Container Runtime version $upstream (kubegpu stand-in)"
-        echo "commit: kubegpu-stand-in"
-        exit 0
-        ;;
-esac
-PATH="\${PATH:-/usr/bin:/bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-export PATH
-exec runc "\$@"
-SH
-    put_file "$root" usr/bin/nvidia-ctk 0755 <<SH
-#!/bin/sh
-# kubegpu test stand-in for NVIDIA's nvidia-ctk $upstream (NOT NVIDIA software): --version only.
-case "\${1-}" in
-    --version|-v)
-        echo "NVIDIA Container Toolkit CLI version $upstream"
-        echo "commit: kubegpu-stand-in"
-        exit 0
-        ;;
-esac
-echo "nvidia-ctk: kubegpu stand-in: not implemented: \$*" >&2
-exit 2
-SH
-    readme "$root" nvidia-container-toolkit-base "$version"
+    for program in "${RUNTIME_PROGRAMS[@]}"; do
+        put_file "$root" "usr/bin/$program" 0755 < "$runtime/$upstream/$program"
+    done
+    put_file "$root" usr/share/doc/nvidia-container-toolkit-base/LICENSE 0644 < "$runtime/$upstream/LICENSE"
+    readme "$root" nvidia-container-toolkit-base "$version" "$upstream"
+    # gzip: xz -9 takes a minute for these 27 MB on this machine, gzip -9 seconds (a rebuild runs in every test run)
     build_deb "$root" nvidia-container-toolkit-base "$version" "$ARCH" "" \
-        "NVIDIA Container Toolkit base (runtime and nvidia-ctk)"
+        "NVIDIA Container Toolkit base (runtime and nvidia-ctk)" gzip
 
     root="$work/nvidia-container-toolkit_$version"
     put_file "$root" usr/bin/nvidia-container-runtime-hook 0755 <<SH

@@ -174,6 +174,7 @@ def context_files(root):
         "sandbox/images/nvidia-nodriver-devices.service": "sandbox/images/nvidia-nodriver-devices.service",
         "sandbox/images/nvidia-nodriver-devices": "sandbox/images/nvidia-nodriver-devices",
         "sandbox/images/fake-nvml-caps.service": "sandbox/images/fake-nvml-caps.service",
+        "sandbox/images/fake-nvml-driver-files.service": "sandbox/images/fake-nvml-driver-files.service",
     }
     fakenvml = _source_files(root, "sandbox/fakenvml")
     if not any(os.path.basename(rel) == "Makefile" for rel in fakenvml):

@@ -31,7 +31,9 @@ CUDA_POOL = REPO / CUDA_DIR
 DRIVER_OLD, DRIVER_NEW = '570.124.06-1', '570.172.08-1'
 BUILD_SCRIPT = ROOT / 'sandbox' / 'aptrepo' / 'build_repo.sh'
 IMAGE = 'kubegpu/node:base'
-OLD, NEW = '1.19.0-1', '1.20.0-1'
+# The toolkit packages' versions, from the one place (sandbox/aptrepo/versions.env): the older one is pinned
+OLD, NEW = next(line.split('=', 1)[1].split() for line in (ROOT / 'sandbox' / 'aptrepo' / 'versions.env').read_text(
+    encoding='utf-8').splitlines() if line.startswith('TOOLKIT_VERSIONS='))
 DOCKER2 = '2.14.0-1'
 TOOLKIT = ('nvidia-container-toolkit', 'nvidia-container-toolkit-base', 'libnvidia-container-tools', 'libnvidia-container1')
 MTIME = '2025-01-01 00:00'
@@ -77,7 +79,8 @@ section dpkg-pinned; dpkg -l | awk '$1 == "ii" && $2 ~ /nvidia/ { print $2, $3 }
 section runtime-version; nvidia-container-runtime --version
 section runtime-help; nvidia-container-runtime --help
 section ctk-version; nvidia-ctk --version
-section ctk-other; rc=0; nvidia-ctk runtime configure --runtime=docker 2>&1 || rc=$?; echo "rc=$rc"
+section ctk-configure; rc=0; nvidia-ctk runtime configure --runtime=docker --dry-run 2>&1 || rc=$?; echo "rc=$rc"
+section cdi-hook; rc=0; nvidia-cdi-hook --version 2>&1 || rc=$?; echo "rc=$rc"
 section cli-version; nvidia-container-cli --version
 section hook; rc=0; nvidia-container-runtime-hook prestart </dev/null || rc=$?; echo "rc=$rc"
 section nvc-version; python3 - <<'PY'
@@ -147,7 +150,8 @@ def _expected_packages():
             'nvidia-container-toolkit-base (= %s), libnvidia-container-tools (= %s)' % (version, version),
             {'./usr/bin/nvidia-container-runtime-hook'})
         expected[('nvidia-container-toolkit-base', version, 'amd64')] = (
-            None, {'./usr/bin/nvidia-container-runtime', './usr/bin/nvidia-ctk'})
+            None, {'./usr/bin/nvidia-container-runtime', './usr/bin/nvidia-ctk', './usr/bin/nvidia-cdi-hook',
+                   './usr/share/doc/nvidia-container-toolkit-base/LICENSE'})
         expected[('libnvidia-container-tools', version, 'amd64')] = (
             'libnvidia-container1 (= %s)' % version, {'./usr/bin/nvidia-container-cli'})
         expected[('libnvidia-container1', version, 'amd64')] = (
@@ -292,13 +296,20 @@ def test_package_contents(apt_repo, key, tmp_path):
     readme = './usr/share/doc/%s/README.kubegpu' % package
     assert {path for path, mode in entries.items() if not mode.startswith('d')} == files | {readme}
     assert _run(['dpkg-deb', '-x', str(deb), str(tmp_path)], timeout=60).returncode == 0
-    assert 'NOT NVIDIA software' in (tmp_path / readme).read_text(encoding='utf-8')
+    text = (tmp_path / readme).read_text(encoding='utf-8')
+    assert 'TEST STAND-IN' in text and 'NOT NVIDIA software' in text
     if package == 'nvidia-driver-cuda':  # what the fake NVML reads (sandbox/fakenvml/driver.c)
         assert (tmp_path / 'usr/lib/fake-nvml/driver-version').read_text(encoding='ascii') == version.split('-')[0] + '\n'
     for path in files:
         if path.startswith('./usr/bin/'):
             assert entries[path] == '-rwxr-xr-x', path
-            assert (tmp_path / path).read_text(encoding='utf-8').startswith('#!/bin/sh\n'), path
+            head = (tmp_path / path).read_bytes()[:9]
+            if package == 'nvidia-container-toolkit-base':
+                # NVIDIA's programs, built from the toolkit's source at the package's version (sandbox/nvidia-runtime)
+                assert head.startswith(b'\x7fELF'), path
+                assert ('github.com/NVIDIA/nvidia-container-toolkit v%s' % version.split('-')[0]) in text
+            else:
+                assert head == b'#!/bin/sh', path
 
 
 def test_signatures_match_gpgkey(apt_repo, tmp_path):
@@ -322,7 +333,10 @@ def test_signatures_match_gpgkey(apt_repo, tmp_path):
 
 
 def test_debs_are_reproducible(apt_repo, tmp_path):
-    proc = _run([str(BUILD_SCRIPT), '--debs-only', '--out', str(tmp_path / 'debs')], timeout=300)
+    runtime = _run(['make', '--no-print-directory', '-s', '-C', str(ROOT), 'nvidia-runtime-dir'], timeout=60)
+    assert runtime.returncode == 0, runtime.stdout + runtime.stderr
+    proc = _run([str(BUILD_SCRIPT), '--runtime', runtime.stdout.strip(), '--debs-only', '--out', str(tmp_path / 'debs')],
+                timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rebuilt = {path.name: _sha256(path) for path in (tmp_path / 'debs').glob('*.deb')}
     served = {path.name: _sha256(path) for path in list(POOL.glob('*.deb')) + list(CUDA_POOL.glob('*.deb'))}
@@ -348,17 +362,22 @@ def test_user_install_with_pins_then_upgrade(apt_repo, node_image):
     assert re.search(r'Candidate: %s$' % re.escape(NEW), out['policy'], re.M), out['policy']
     assert re.search(r'^ +%s 500$' % re.escape(OLD), out['policy'], re.M), out['policy']
     assert out['dpkg-pinned'].splitlines() == sorted('%s %s' % (package, OLD) for package in TOOLKIT)
-    assert out['runtime-version'].splitlines()[0] == 'NVIDIA Container Runtime version 1.19.0 (kubegpu stand-in)'
-    assert 'runc - Open Container Initiative runtime' in out['runtime-help']  # it really execs runc
+    # NVIDIA's runtime (sandbox/nvidia-runtime): its version, then the low-level runtime's (runc), which it runs
+    assert out['runtime-version'].splitlines()[0] == 'NVIDIA Container Runtime version 1.19.0'
+    assert 'runc version' in out['runtime-version']
+    assert 'runc - Open Container Initiative runtime' in out['runtime-help']  # it passes --help on to runc
     assert out['ctk-version'].splitlines()[0] == 'NVIDIA Container Toolkit CLI version 1.19.0'
-    assert 'stand-in: not implemented' in out['ctk-other'] and out['ctk-other'].endswith('rc=2')
+    # NVIDIA's nvidia-ctk writes docker's runtime entry (here only shown: --dry-run)
+    assert '"nvidia": {' in out['ctk-configure'] and '"path": "nvidia-container-runtime"' in out['ctk-configure'] \
+        and out['ctk-configure'].endswith('rc=0'), out['ctk-configure']
+    assert out['cdi-hook'].endswith('rc=0') and '1.19.0' in out['cdi-hook'], out['cdi-hook']
     assert out['cli-version'].splitlines()[0] == 'cli-version: 1.19.0'
     assert out['hook'] == 'rc=0'
     assert out['nvc-version'] == '1 19 0 1.19.0'
     assert 'NOT NVIDIA software' in out['readme']
     assert out['dpkg-upgraded'].splitlines() == sorted(['%s %s' % (package, NEW) for package in TOOLKIT]
                                                        + ['nvidia-docker2 %s' % DOCKER2])
-    assert out['runtime-version-upgraded'].splitlines()[0] == 'NVIDIA Container Runtime version 1.20.0 (kubegpu stand-in)'
+    assert out['runtime-version-upgraded'].splitlines()[0] == 'NVIDIA Container Runtime version 1.20.0'
 
 
 @pytest.mark.parametrize('case', sorted(REFUSALS))
