@@ -1,0 +1,324 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The end-to-end proof on real kubelet nodes (issue 24): what the collection deploys runs as written, and the proof
+proves something.
+
+Two gpu node containers of this module's own (``e2e-h100``, profile h100, driver 550 / CUDA 12.4; ``e2e-gtx1060``,
+profile gtx1060, driver 390.30 / CUDA 9.1), made by sandbox/images/nodes.yml with the owner label ``kubegpu.e2e``, are
+kubelet nodes (sandbox/kubelet) of a control plane of this module's own (under $TEST_STATE_DIR/gpu-e2e). On each node:
+the stand-in toolkit package ``nvidia-container-toolkit-base`` (NVIDIA's nvidia-container-runtime, nvidia-ctk and
+nvidia-cdi-hook built from source, sandbox/aptrepo) from the apt repository the node has mounted, and the collection's
+``nvidia_runtime_config`` (through ansible-playbook) makes NVIDIA's runtime containerd's default; the loader has put
+the stand-in images (sandbox/standins) and the proof image (sandbox/proof) into the node's containerd.
+
+Only real components from there on:
+1. ``device_plugin_deploy`` (``ansible localhost -m``) deploys NVIDIA's device plugin DaemonSet, unchanged; the real
+   kubelet starts the stand-in plugin through NVIDIA's runtime (jit-cdi: the fake NVML reaches the plugin's container
+   only that way), the plugin registers over the kubelet's socket and the kubelet reports allocatable nvidia.com/gpu;
+   the device-manager simulator only annotates (it patches no kubelet node's status).
+2. Deleting the plugin pod makes the kubelet's allocatable fall to 0; it comes back when the DaemonSet's new pod
+   registers.
+3. ``gpu_proof`` per node: passes on h100 (vectorAdd's "Test PASSED", read from the pod through the kubelet) and fails
+   on gtx1060 with CUDA's "CUDA driver version is insufficient for CUDA runtime version" and the module's hint.
+4. A DaemonSet change the collection makes (time-slicing with 2 replicas) is seen by the kubelet: allocatable 2.
+
+Why h100 and not t4 for the passing node: the proof image is ``vectoradd-cuda12.5.0``, and a CUDA 12 program needs a
+driver of CUDA 12 (>= 525, CUDA's minor version compatibility); t4's profile has driver 450.102.04 (CUDA 11.0), so
+the proof fails there too, as NVIDIA's image would (sandbox/proof/README.md).
+
+The node image must have the fake NVML's driver files unit (sandbox/images, the runtime slice of issue 24);
+``KUBEGPU_E2E_NODE_IMAGE`` (``repository``, the variant ``gpu`` is its tag) names another image for a worktree whose
+node images are not rebuilt yet.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_cli import run_module
+from node_container import NodeContainer
+from setup_steps import missing_setup
+
+ROOT = Path(__file__).resolve().parents[2]
+OWNER_LABEL = "kubegpu.e2e"
+NODE_IMAGE_REPO = os.environ.get("KUBEGPU_E2E_NODE_IMAGE", "kubegpu/node")
+PASSING, FAILING = "e2e-h100", "e2e-gtx1060"
+FLEET = [{"name": PASSING, "variant": "gpu", "profile": "h100"},
+         {"name": FAILING, "variant": "gpu", "profile": "gtx1060"}]
+NODE_LABEL = "kubegpu.e2e/gpu-node"  # the plugin's node selector: only this module's nodes
+NAMESPACE = "e2e-gpu"
+PLUGIN_DS = "nvidia-device-plugin-daemonset"
+MANAGED = "app.kubernetes.io/managed-by=kubegpu.cluster"
+GPU = "nvidia.com/gpu"
+INSUFFICIENT = "CUDA driver version is insufficient for CUDA runtime version"
+RUNTIME_LOG = "/var/log/nvidia-container-runtime.log"
+# The node's side of the toolkit: the package from the node's apt repository (as the container_toolkit role installs
+# it, by dpkg here: the repository is mounted, the role's apt source is not what this test proves), and the runtime's
+# debug log, so the test can read which mode it chose
+TOOLKIT = r"""
+set -euo pipefail
+dpkg -i /srv/kubegpu-apt/stable/deb/amd64/nvidia-container-toolkit-base_{version}_amd64.deb >/dev/null
+mkdir -p /etc/nvidia-container-runtime
+nvidia-ctk config default --output /etc/nvidia-container-runtime/config.toml 2>/dev/null
+nvidia-ctk config --in-place --set nvidia-container-runtime.debug={log} \
+    --set nvidia-container-runtime.log-level=debug 2>/dev/null
+"""
+RUNTIME_PLAY = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: Make NVIDIA's runtime containerd's default
+      kubegpu.cluster.nvidia_runtime_config:
+        runtime: containerd
+        set_as_default: true
+      vars:
+        ansible_python_interpreter: /opt/kubegpu/venv/bin/python  # tomlkit, as the container_toolkit role runs it
+    - name: Restart containerd
+      ansible.builtin.systemd:
+        name: containerd
+        state: restarted
+"""
+
+
+def _docker(*args, check=True, timeout=120):
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
+    if check:
+        assert done.returncode == 0, "docker %s: %s%s" % (" ".join(args), done.stdout, done.stderr)
+    return done
+
+
+def _nodes_play(state_dir, fleet_file, state):
+    """sandbox/images/nodes.yml for this module's own fleet file and owner label (never the fleet's containers)."""
+    env = dict(os.environ, ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), str(ROOT / "sandbox" / "images" / "nodes.yml"),
+            "-e", "nodes_root=%s" % ROOT, "-e", "nodes_sandbox_dir=%s" % state_dir, "-e", "nodes_fleet_file=%s" % fleet_file,
+            "-e", "nodes_owner_label=%s" % OWNER_LABEL, "-e", "nodes_image=%s" % NODE_IMAGE_REPO,
+            "-e", "nodes_state=%s" % state]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False, env=env, cwd=ROOT)
+    assert done.returncode == 0, "nodes.yml (%s) failed:\n%s%s" % (state, done.stdout[-3000:], done.stderr[-2000:])
+
+
+def _toolkit_version():
+    with open(ROOT / "sandbox" / "aptrepo" / "versions.env", encoding="utf-8") as handle:
+        return next(line.split("=", 1)[1].split() for line in handle if line.startswith("TOOLKIT_VERSIONS="))[-1]
+
+
+def _prerequisites():
+    """What test-setup makes; a missing piece ends the module with the make target that makes it."""
+    from sandbox.kubelet import config  # pylint: disable=import-outside-toplevel
+    if _docker("info", check=False, timeout=30).returncode:
+        missing_setup("no Docker engine (make docker-engine)")
+    image = "%s:gpu" % NODE_IMAGE_REPO
+    if _docker("image", "inspect", image, check=False, timeout=30).returncode:
+        missing_setup("no node image %s (make node-images)" % image)
+    if not config.kubelet_binary().exists():
+        missing_setup("no kubelet at %s (make kubelet)" % config.kubelet_binary())
+    missing = [p for p in config.CNI_PLUGINS if not (config.HOST_CNI_DIR / p).exists()]
+    if missing:
+        missing_setup("no CNI plugins %s in %s (make kubelet-cni)" % (", ".join(missing), config.HOST_CNI_DIR))
+    image_dir = config.image_dir()
+    for tar, target in (("pause.tar", "kubelet-images"), ("standins.tar", "standin-images"),
+                        ("proof.tar", "proof-image-loader")):
+        if not image_dir or not (image_dir / tar).exists():
+            missing_setup("no %s in $KUBELET_IMAGE_DIR (%s; make %s)" % (tar, image_dir, target))
+    deb = ROOT / ".build" / "aptrepo" / "stable" / "deb" / "amd64" / (
+        "nvidia-container-toolkit-base_%s_amd64.deb" % _toolkit_version())
+    if not deb.exists():
+        missing_setup("no %s (make apt-repo)" % deb)
+
+
+class _Sandbox:
+    """The module's control plane and its two kubelet nodes."""
+
+    def __init__(self, layout, state):
+        from kubernetes import client, config  # pylint: disable=import-outside-toplevel
+        self.layout = layout
+        self.state = state
+        self.kubeconfig = str(layout.kubeconfig)
+        api = config.new_client_from_config(config_file=self.kubeconfig)
+        self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
+        self.timings = {}
+
+    def deploy(self, **options):
+        """device_plugin_deploy through ``ansible localhost -m``, on this module's nodes; returns its result."""
+        args = dict(kubeconfig=self.kubeconfig, namespace=NAMESPACE, node_selector={NODE_LABEL: "true"},
+                    deploy_labels=False, wait_timeout=120)
+        args.update(options)
+        started = time.monotonic()
+        rc, result = run_module("kubegpu.cluster.device_plugin_deploy", args)
+        self.timings.setdefault("device_plugin_deploy", []).append(round(time.monotonic() - started, 1))
+        assert rc == 0, json.dumps(result, indent=1)[-6000:]
+        return result
+
+    def allocatable(self, node):
+        alloc = self.core.read_node(node).status.allocatable or {}
+        return int(alloc.get(GPU, "0"))
+
+    def plugin_pods(self, node=None):
+        pods = self.core.list_namespaced_pod(NAMESPACE, label_selector=MANAGED).items
+        return [p for p in pods if p.metadata.name.startswith(PLUGIN_DS) and not p.metadata.deletion_timestamp
+                and (node is None or p.spec.node_name == node)]
+
+
+def _watch_node(sandbox, node, predicate, what, timeout=90):
+    """Watch one Node (a bounded watch, no fixed sleeps) until ``predicate(node)``; returns the seconds it took."""
+    from kubernetes import watch  # pylint: disable=import-outside-toplevel
+    started = time.monotonic()
+    deadline = started + timeout
+    current = sandbox.core.read_node(node)
+    while not predicate(current):
+        remaining = int(deadline - time.monotonic())
+        assert remaining > 0, "node %s: %s not seen within %d s; allocatable %s" % (
+            node, what, timeout, current.status.allocatable)
+        stream = watch.Watch()
+        for event in stream.stream(sandbox.core.list_node, field_selector="metadata.name=" + node,
+                                   resource_version=current.metadata.resource_version, timeout_seconds=remaining):
+            current = event["object"]
+            if predicate(current):
+                stream.stop()
+                break
+    return time.monotonic() - started
+
+
+def _gpus(node_obj):
+    return int((node_obj.status.allocatable or {}).get(GPU, "0"))
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory):
+    """A control plane with the two kubelet nodes, NVIDIA's runtime their containerd's default, and the device plugin
+    deployed by the collection (no sharing); everything removed at the end."""
+    _prerequisites()
+    from sandbox.k8s import cluster, paths  # pylint: disable=import-outside-toplevel
+    from sandbox.kubelet import cluster as kubelets  # pylint: disable=import-outside-toplevel
+    timings = {}
+    state_dir = (paths.TEST_STATE_DIR / "gpu-e2e").resolve()
+    layout = cluster.Layout(state_dir / "k8s", state_dir / "kubeconfig")
+    cluster.down(layout, quiet=True)
+    fleet_file = tmp_path_factory.mktemp("e2e-fleet") / "fleet.yml"
+    fleet_file.write_text(yaml.safe_dump({"nodes": FLEET}))
+    play_dir = tmp_path_factory.mktemp("e2e-plays")
+    started = time.monotonic()
+    _nodes_play(state_dir, fleet_file, "absent")
+    _nodes_play(state_dir, fleet_file, "started")
+    timings["node containers"] = round(time.monotonic() - started, 1)
+    try:
+        for name in (n["name"] for n in FLEET):
+            enabled = _docker("exec", name, "systemctl", "is-enabled", "fake-nvml-driver-files.service",
+                              check=False).stdout.strip()
+            if enabled != "enabled":
+                missing_setup("%s:gpu lacks fake-nvml-driver-files.service, which puts the fake NVML where NVIDIA's "
+                              "runtime finds it (make node-images)" % NODE_IMAGE_REPO)
+        started = time.monotonic()
+        state = cluster.up(layout, timeout=180, fleet=False, kubelet_nodes=kubelets.select(FLEET, "all"))
+        timings["control plane and kubelets"] = round(time.monotonic() - started, 1)
+        sandbox = _Sandbox(layout, state)
+        # the collection's runtime configuration, after the kubelet's (a cluster first, then the GPU operator's part):
+        # the nvidia runtime copies runc's options, SystemdCgroup = true (sandbox/kubelet/node/containerd_cri.py) too
+        started = time.monotonic()
+        version = _toolkit_version()
+        for name in (n["name"] for n in FLEET):
+            node = NodeContainer(name, label=OWNER_LABEL)
+            node.run(TOOLKIT.format(version=version, log=RUNTIME_LOG))
+            rc, tasks = node.play(RUNTIME_PLAY, play_dir)
+            assert rc == 0, [(task, result.get("msg")) for task, result in tasks]
+            assert tasks[0][1].get("changed") is True, tasks
+        timings["toolkit and nvidia_runtime_config"] = round(time.monotonic() - started, 1)
+        for name in (n["name"] for n in FLEET):
+            sandbox.core.patch_node(name, {"metadata": {"labels": {NODE_LABEL: "true"}}})
+            _watch_node(sandbox, name, lambda n: any(c.type == "Ready" and c.status == "True"
+                                                     for c in n.status.conditions), "Ready after containerd's restart")
+        sandbox.timings.update(timings)
+        yield sandbox
+    finally:
+        print("gpu e2e timings (s): %s" % json.dumps(timings))
+        cluster.down(layout, quiet=True)
+        _nodes_play(state_dir, fleet_file, "absent")
+
+
+@pytest.fixture(scope="module")
+def plugin(e2e):
+    """The collection's device plugin, deployed once (envvar strategy, no sharing); the module waits for both nodes'
+    kubelets to report one GPU."""
+    result = e2e.deploy(expected={PASSING: {GPU: 1}, FAILING: {GPU: 1}})
+    return result
+
+
+def test_the_kubelet_advertises_what_the_plugin_registered_through_nvidia_runtime(e2e, plugin):
+    from sandbox.k8s.devsim import watcher  # pylint: disable=import-outside-toplevel
+    assert plugin["resources"] == {PASSING: {GPU: 1}, FAILING: {GPU: 1}}, plugin["resources"]
+    ds = e2e.apps.read_namespaced_daemon_set(PLUGIN_DS, NAMESPACE)
+    assert ds.spec.template.spec.containers[0].image == "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
+    for name in (PASSING, FAILING):
+        node = e2e.core.read_node(name)
+        assert node.status.capacity.get(GPU) == "1" and node.status.allocatable.get(GPU) == "1", node.status.allocatable
+        # a kubelet node: the simulator wrote its verdict only, and no status patch of this node is in its log
+        note = (node.metadata.annotations or {}).get(watcher.STATE_ANNOTATION, "")
+        assert note.startswith(watcher.KUBELET_NOTE.split("%s", maxsplit=1)[0]), note
+        devsim_log = e2e.layout.log("devsim").read_text(encoding="utf-8", errors="replace")
+        assert "node %s: patching status" % name not in devsim_log
+        # the plugin's pod ran on the node (the kubelet serves its log) and registered with the kubelet
+        [pod] = e2e.plugin_pods(name)
+        log = e2e.core.read_namespaced_pod_log(pod.metadata.name, NAMESPACE)
+        assert "kubegpu sandbox stand-in" in log and "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in log, log
+        # NVIDIA's runtime made the pod's containers in jit-cdi mode and injected the GPU and the fake NVML
+        runtime_log = _docker("exec", name, "cat", RUNTIME_LOG).stdout
+        assert "Auto-detected mode as 'jit-cdi'" in runtime_log, runtime_log[-3000:]
+        assert "Selecting /dev/nvidia0 as /dev/nvidia0" in runtime_log, runtime_log[-3000:]
+    # without the runtime there is no NVML in the plugin's container, and no GPU to register: NVIDIA's runtime is the
+    # CRI's default on both nodes, with runc's systemd cgroup driver (what containerd itself says it runs with)
+    for name in (PASSING, FAILING):
+        dump = _docker("exec", name, "containerd", "config", "dump").stdout
+        assert re.search(r'^\s*default_runtime_name = "nvidia"$', dump, re.M), dump
+        nvidia = dump[dump.index(".runtimes.nvidia.options]"):]
+        assert re.search(r'^\s*BinaryName = "/usr/bin/nvidia-container-runtime"$', nvidia, re.M), nvidia[:800]
+        assert re.search(r'^\s*SystemdCgroup = true$', nvidia.split("[plugins.", 1)[0], re.M), nvidia[:800]
+
+
+def test_deleting_the_plugin_pod_drops_allocatable_until_the_new_pod_registers(e2e, plugin):
+    [old] = e2e.plugin_pods(PASSING)
+    e2e.core.delete_namespaced_pod(old.metadata.name, NAMESPACE)
+    gone = _watch_node(e2e, PASSING, lambda n: _gpus(n) == 0, "allocatable %s 0 after the plugin pod's deletion" % GPU)
+    back = _watch_node(e2e, PASSING, lambda n: _gpus(n) == 1, "allocatable %s 1 from the new plugin pod" % GPU)
+    [new] = e2e.plugin_pods(PASSING)
+    assert new.metadata.uid != old.metadata.uid
+    print("allocatable 0 after %.1f s, back to 1 %.1f s later" % (gone, back))
+    assert e2e.allocatable(FAILING) == 1  # the other node's plugin did not move
+
+
+def test_gpu_proof_passes_on_h100_and_fails_on_gtx1060_with_cudas_message(e2e, plugin):
+    started = time.monotonic()
+    rc, result = run_module("kubegpu.cluster.gpu_proof", dict(
+        kubeconfig=e2e.kubeconfig, namespace="e2e-proof", nodes=[PASSING, FAILING], timeout=120, require_log=True))
+    print("gpu_proof: %.1f s" % (time.monotonic() - started))
+    assert rc != 0 and result["passed"] is False, json.dumps(result, indent=1)[-4000:]
+    by_node = {r["node"]: r for r in result["results"]}
+    passed, failed = by_node[PASSING], by_node[FAILING]
+    assert passed["passed"] is True and passed["log_checked"] is True, passed
+    assert passed["resource"] == GPU and passed["phase"] == "Succeeded", passed
+    assert "Test PASSED" in passed["log_tail"] and "[Vector addition of 50000 elements]" in passed["log_tail"], passed
+    assert failed["passed"] is False and failed["phase"] == "Failed", failed
+    assert INSUFFICIENT in failed["detail"], failed["detail"]
+    assert "the node's driver is older than the CUDA version" in failed["detail"], failed["detail"]
+    assert "driver CUDA 9.1" in failed.get("log_tail", ""), failed
+
+
+def test_a_time_slicing_config_the_collection_rolls_out_is_what_the_kubelet_advertises(e2e, plugin):
+    """Last: it leaves the plugin shared (the module's fixture removes everything afterwards)."""
+    shared = e2e.deploy(sharing={"strategy": "time-slicing", "replicas": 2},
+                        expected={PASSING: {GPU: 2}, FAILING: {GPU: 2}})
+    assert shared["changed"] is True and shared["config_hash"] != plugin["config_hash"]
+    assert shared["resources"] == {PASSING: {GPU: 2}, FAILING: {GPU: 2}}, shared["resources"]
+    for name in (PASSING, FAILING):
+        assert e2e.allocatable(name) == 2
+        [pod] = e2e.plugin_pods(name)
+        assert pod.metadata.annotations.get("kubegpu.cluster/config-hash") == shared["config_hash"]
+    print("device_plugin_deploy runs (s): %s; set-up (s): %s" % (
+        e2e.timings.get("device_plugin_deploy"), {k: v for k, v in e2e.timings.items() if k != "device_plugin_deploy"}))
