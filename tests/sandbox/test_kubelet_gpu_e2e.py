@@ -53,6 +53,7 @@ FLEET = [{"name": PASSING, "variant": "gpu", "profile": "h100"},
          {"name": FAILING, "variant": "gpu", "profile": "gtx1060"}]
 NODE_LABEL = "kubegpu.e2e/gpu-node"  # the plugin's node selector: only this module's nodes
 NAMESPACE = "e2e-gpu"
+HOLD_TAINT = "kubegpu.e2e/hold"  # a taint the collection's DaemonSet does not tolerate
 PLUGIN_DS = "nvidia-device-plugin-daemonset"
 MANAGED = "app.kubernetes.io/managed-by=kubegpu.cluster"
 GPU = "nvidia.com/gpu"
@@ -283,13 +284,28 @@ def test_the_kubelet_advertises_what_the_plugin_registered_through_nvidia_runtim
 
 
 def test_deleting_the_plugin_pod_drops_allocatable_until_the_new_pod_registers(e2e, plugin):
+    """The kubelet publishes its node status every nodeStatusUpdateFrequency (10 s by default), and the DaemonSet's new
+    pod registers a few seconds after the old one went: a 0 in between is often never published (seen: allocatable
+    stayed 1 throughout). So a NoSchedule taint of the test's own, which the collection's DaemonSet does not tolerate,
+    holds the new pod back until the kubelet has reported 0; the taint goes, and the new pod brings the GPU back."""
     [old] = e2e.plugin_pods(PASSING)
-    e2e.core.delete_namespaced_pod(old.metadata.name, NAMESPACE)
-    gone = _watch_node(e2e, PASSING, lambda n: _gpus(n) == 0, "allocatable %s 0 after the plugin pod's deletion" % GPU)
+    hold = {"key": HOLD_TAINT, "value": "true", "effect": "NoSchedule"}
+    taints = [t.to_dict() for t in e2e.core.read_node(PASSING).spec.taints or []]
+    e2e.core.patch_node(PASSING, {"spec": {"taints": taints + [hold]}})
+    try:
+        e2e.core.delete_namespaced_pod(old.metadata.name, NAMESPACE)
+        gone = _watch_node(e2e, PASSING, lambda n: _gpus(n) == 0,
+                           "allocatable %s 0 after the plugin pod's deletion" % GPU)
+        assert e2e.plugin_pods(PASSING) == [], "the DaemonSet's new pod did not wait for the taint"
+        assert int(e2e.core.read_node(PASSING).status.capacity.get(GPU, "0")) == 1  # the kubelet keeps the capacity a while
+    finally:
+        e2e.core.patch_node(PASSING, {"spec": {"taints": taints or None}})
     back = _watch_node(e2e, PASSING, lambda n: _gpus(n) == 1, "allocatable %s 1 from the new plugin pod" % GPU)
     [new] = e2e.plugin_pods(PASSING)
     assert new.metadata.uid != old.metadata.uid
-    print("allocatable 0 after %.1f s, back to 1 %.1f s later" % (gone, back))
+    assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in e2e.core.read_namespaced_pod_log(
+        new.metadata.name, NAMESPACE)
+    print("allocatable 0 %.1f s after the deletion, back to 1 %.1f s after the hold went" % (gone, back))
     assert e2e.allocatable(FAILING) == 1  # the other node's plugin did not move
 
 
