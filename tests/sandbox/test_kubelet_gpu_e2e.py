@@ -4,11 +4,12 @@ proves something.
 
 Two gpu node containers of this module's own (``e2e-h100``, profile h100, driver 550 / CUDA 12.4; ``e2e-gtx1060``,
 profile gtx1060, driver 390.30 / CUDA 9.1), made by sandbox/images/nodes.yml with the owner label ``kubegpu.e2e``, are
-kubelet nodes (sandbox/kubelet) of a control plane of this module's own (under $TEST_STATE_DIR/gpu-e2e). On each node:
-the stand-in toolkit package ``nvidia-container-toolkit-base`` (NVIDIA's nvidia-container-runtime, nvidia-ctk and
-nvidia-cdi-hook built from source, sandbox/aptrepo) from the apt repository the node has mounted, and the collection's
-``nvidia_runtime_config`` (through ansible-playbook) makes NVIDIA's runtime containerd's default; the loader has put
-the stand-in images (sandbox/standins) and the proof image (sandbox/proof) into the node's containerd.
+kubelet nodes (sandbox/kubelet) of a control plane of this module's own (under $TEST_STATE_DIR/gpu-e2e). On both
+nodes the collection's ``container_toolkit`` role (through ansible-playbook, as molecule's container_toolkit scenario
+runs it) installs the stand-in toolkit packages from the apt repository each node has mounted (NVIDIA's
+nvidia-container-runtime, nvidia-ctk and nvidia-cdi-hook built from source, sandbox/aptrepo) and makes NVIDIA's
+runtime containerd's default; the loader has put the stand-in images (sandbox/standins) and the proof image
+(sandbox/proof) into the node's containerd.
 
 Only real components from there on:
 1. ``device_plugin_deploy`` (``ansible localhost -m``) deploys NVIDIA's device plugin DaemonSet, unchanged; the real
@@ -41,7 +42,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_cli import run_module
+from ansible_cli import _environment, run_module
 from node_container import NodeContainer
 from setup_steps import missing_setup
 
@@ -59,31 +60,30 @@ MANAGED = "app.kubernetes.io/managed-by=kubegpu.cluster"
 GPU = "nvidia.com/gpu"
 INSUFFICIENT = "CUDA driver version is insufficient for CUDA runtime version"
 RUNTIME_LOG = "/var/log/nvidia-container-runtime.log"
-# The node's side of the toolkit: the package from the node's apt repository (as the container_toolkit role installs
-# it, by dpkg here: the repository is mounted, the role's apt source is not what this test proves), and the runtime's
-# debug log, so the test can read which mode it chose
-TOOLKIT = r"""
-set -euo pipefail
-dpkg -i /srv/kubegpu-apt/stable/deb/amd64/nvidia-container-toolkit-base_{version}_amd64.deb >/dev/null
-mkdir -p /etc/nvidia-container-runtime
-nvidia-ctk config default --output /etc/nvidia-container-runtime/config.toml 2>/dev/null
-nvidia-ctk config --in-place --set nvidia-container-runtime.debug={log} \
-    --set nvidia-container-runtime.log-level=debug 2>/dev/null
-"""
-RUNTIME_PLAY = """
+# The collection's container_toolkit role, as molecule's container_toolkit scenario runs it: the stand-in apt
+# repository the node has mounted, served on its loopback (sandbox/aptrepo/serve.yml), the toolkit's packages from it,
+# NVIDIA's runtime registered with containerd as its default, containerd restarted and checked
+ROLE_PLAY = """
 - hosts: all
   gather_facts: false
   tasks:
-    - name: Make NVIDIA's runtime containerd's default
-      kubegpu.cluster.nvidia_runtime_config:
-        runtime: containerd
-        set_as_default: true
+    - name: Serve the stand-in apt repository on the node's loopback
+      ansible.builtin.include_tasks: {serve}
+    - name: Install the toolkit and make NVIDIA's runtime containerd's default
+      ansible.builtin.include_role:
+        name: kubegpu.cluster.container_toolkit
       vars:
-        ansible_python_interpreter: /opt/kubegpu/venv/bin/python  # tomlkit, as the container_toolkit role runs it
-    - name: Restart containerd
-      ansible.builtin.systemd:
-        name: containerd
-        state: restarted
+        container_toolkit_apt_repo_url: http://127.0.0.1:8088/stable/deb/
+        container_toolkit_apt_key_url: http://127.0.0.1:8088/gpgkey
+        container_toolkit_runtimes: [containerd]
+"""
+# The runtime's debug log, so the test can read which mode it chose (read at every container's creation)
+RUNTIME_DEBUG = r"""
+set -euo pipefail
+mkdir -p /etc/nvidia-container-runtime
+test -e /etc/nvidia-container-runtime/config.toml || nvidia-ctk config default --output /etc/nvidia-container-runtime/config.toml
+nvidia-ctk config --in-place --set nvidia-container-runtime.debug={log} \
+    --set nvidia-container-runtime.log-level=debug 2>/dev/null
 """
 
 
@@ -103,6 +103,28 @@ def _nodes_play(state_dir, fleet_file, state):
             "-e", "nodes_state=%s" % state]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False, env=env, cwd=ROOT)
     assert done.returncode == 0, "nodes.yml (%s) failed:\n%s%s" % (state, done.stdout[-3000:], done.stderr[-2000:])
+
+
+def _play(names, playbook, tmp_path, timeout=300):
+    """``ansible-playbook`` of the playbook text on these node containers at once (the docker connection, the node's
+    python3, as molecule's platforms), with the JSON callback; returns (exit code, {host: [(task, result)]})."""
+    path = tmp_path / "play.yml"
+    path.write_text(playbook)
+    inventory = tmp_path / "inventory.json"
+    inventory.write_text(json.dumps({"all": {"hosts": {name: {
+        "ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"}
+        for name in names}}}))
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(path)]
+    done = subprocess.run(command, env=_environment(), capture_output=True, text=True, check=False, cwd=ROOT,
+                          timeout=timeout)
+    try:
+        plays = json.loads(done.stdout)["plays"]
+    except (ValueError, KeyError) as exc:
+        raise AssertionError("no JSON from ansible-playbook (rc %s):\n%s\n%s" % (done.returncode, done.stdout[-3000:],
+                                                                                 done.stderr[-3000:])) from exc
+    tasks = {name: [(t["task"]["name"], t["hosts"][name]) for play in plays for t in play["tasks"] if name in t["hosts"]]
+             for name in names}
+    return done.returncode, tasks
 
 
 def _toolkit_version():
@@ -207,7 +229,8 @@ def e2e(tmp_path_factory):
     fleet_file.write_text(yaml.safe_dump({"nodes": FLEET}))
     play_dir = tmp_path_factory.mktemp("e2e-plays")
     started = time.monotonic()
-    _nodes_play(state_dir, fleet_file, "absent")
+    if _docker("ps", "-aq", "--filter", "label=%s=1" % OWNER_LABEL).stdout.strip():  # an interrupted run's
+        _nodes_play(state_dir, fleet_file, "absent")
     _nodes_play(state_dir, fleet_file, "started")
     timings["node containers"] = round(time.monotonic() - started, 1)
     try:
@@ -224,14 +247,16 @@ def e2e(tmp_path_factory):
         # the collection's runtime configuration, after the kubelet's (a cluster first, then the GPU operator's part):
         # the nvidia runtime copies runc's options, SystemdCgroup = true (sandbox/kubelet/node/containerd_cri.py) too
         started = time.monotonic()
-        version = _toolkit_version()
-        for name in (n["name"] for n in FLEET):
-            node = NodeContainer(name, label=OWNER_LABEL)
-            node.run(TOOLKIT.format(version=version, log=RUNTIME_LOG))
-            rc, tasks = node.play(RUNTIME_PLAY, play_dir)
-            assert rc == 0, [(task, result.get("msg")) for task, result in tasks]
-            assert tasks[0][1].get("changed") is True, tasks
-        timings["toolkit and nvidia_runtime_config"] = round(time.monotonic() - started, 1)
+        names = [n["name"] for n in FLEET]
+        rc, tasks = _play(names, ROLE_PLAY.format(serve=ROOT / "sandbox" / "aptrepo" / "serve.yml"), play_dir)
+        failed = {name: [(task, result.get("msg")) for task, result in done if result.get("failed")]
+                  for name, done in tasks.items()}
+        assert rc == 0, failed
+        for name in names:
+            NodeContainer(name, label=OWNER_LABEL).run(RUNTIME_DEBUG.format(log=RUNTIME_LOG))
+            installed = _docker("exec", name, "dpkg-query", "-W", "-f", "${Version}", "nvidia-container-toolkit-base").stdout
+            assert installed.startswith(_toolkit_version()), installed
+        timings["container_toolkit role"] = round(time.monotonic() - started, 1)
         for name in (n["name"] for n in FLEET):
             sandbox.core.patch_node(name, {"metadata": {"labels": {NODE_LABEL: "true"}}})
             _watch_node(sandbox, name, lambda n: any(c.type == "Ready" and c.status == "True"
@@ -320,6 +345,10 @@ def test_gpu_proof_passes_on_h100_and_fails_on_gtx1060_with_cudas_message(e2e, p
     assert passed["passed"] is True and passed["log_checked"] is True, passed
     assert passed["resource"] == GPU and passed["phase"] == "Succeeded", passed
     assert "Test PASSED" in passed["log_tail"] and "[Vector addition of 50000 elements]" in passed["log_tail"], passed
+    # the GPU the plugin allocated (by UUID, envvar strategy) is the one NVIDIA's runtime put in, with its NVML
+    h100 = json.loads((ROOT / "sandbox" / "profiles" / "h100.json").read_text(encoding="utf-8"))["devices"][0]
+    assert "GPU 0: %s (%s) at /dev/nvidia0" % (h100["name"], h100["uuid"]) in passed["log_tail"], passed["log_tail"]
+    assert "driver CUDA 12.4" in passed["log_tail"], passed["log_tail"]
     assert failed["passed"] is False and failed["phase"] == "Failed", failed
     assert INSUFFICIENT in failed["detail"], failed["detail"]
     assert "the node's driver is older than the CUDA version" in failed["detail"], failed["detail"]
