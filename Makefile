@@ -161,7 +161,7 @@ demo: venv fakenvml node-images nodes-up sandbox-up artifact
 # containers; molecule's containers are named per scenario, its control planes live in molecule's own directories;
 # sanity and units share .build/sanity and are one group). A stage runs alone after the set-up: `make test-setup pytest-k8s-a`.
 TEST_SETUP := host-packages venv fakenvml check-profiles fake-pci nvidia-runtime apt-repo k8s-binaries containerd2 nvidia-ctk \
-	nvlibprobe node-images proof-image
+	nvlibprobe node-images kubelet-ready standin-images standins-kubeletcheck proof-image
 MOLECULE_SCENARIOS := $(notdir $(patsubst %/,%,$(dir $(wildcard molecule/*/molecule.yml))))
 TEST_PYTEST := pytest-k8s-a pytest-k8s-b pytest-integration pytest-sandbox pytest-unit
 # the other ansible-core versions meta/runtime.yml claims: a stage each (pytest-ansible-<minor>, below)
@@ -195,7 +195,8 @@ $(addprefix molecule-,$(MOLECULE_SCENARIOS)): molecule-%: venv
 # pytest-sandbox (nodes-fresh) and taken down afterwards whatever the result. tests/unit/plugins, the collection's own
 # unit tests, run once, in `ansible-test units` (make units); pytest-unit runs the rest of tests/unit.
 PYTEST_ENV = KUBEGPU_REQUIRE_SETUP=1 FAKENVML_BUILD_DIR=$(BUILD)/fakenvml CONTAINERD2=$(CONTAINERD2_BIN) \
-	NVIDIA_CTK=$(NVIDIA_CTK_BIN) NVLIBPROBE=$(NVLIBPROBE_BIN) TEST_STATE_DIR=$(SANDBOX)/test-k8s-$@
+	NVIDIA_CTK=$(NVIDIA_CTK_BIN) NVLIBPROBE=$(NVLIBPROBE_BIN) KUBELET_IMAGE_DIR=$(KUBELET_IMAGE_DIR) \
+	TEST_STATE_DIR=$(SANDBOX)/test-k8s-$@
 PYTEST = $(PYTEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=10 $(PYTEST_ARGS)
 
 pytest-unit: venv

@@ -122,7 +122,8 @@ options:
   facts:
     description:
       - Host name to its C(gpu) fact, as M(kubegpu.cluster.gpu_facts) returns it; each host with NVIDIA GPUs must
-        advertise 100 per GPU (the agent counts them through NVML). Hosts without GPUs are left out.
+        advertise 100 per GPU (the agent counts them through NVML). Hosts without GPUs are left out, and so are
+        hosts whose GPUs are all in MIG mode (see RV(left_out)).
       - Mutually exclusive with O(expected).
     type: dict
     default: {}
@@ -221,6 +222,15 @@ expected:
   returned: always
   type: dict
   sample: {"gpu-1": {"nano-gpu/gpu-percent": 400}}
+left_out:
+  description:
+    - Per node of O(facts) that the agent is kept off (by a node affinity on C(kubernetes.io/hostname)), why.
+      That is a node whose GPUs are all in MIG mode. The agent offers 100 percent per GPU whatever its MIG mode, and
+      a share of a MIG-mode GPU gets no CUDA device. A node with only some GPUs in MIG mode keeps the agent, with a
+      warning.
+  returned: always
+  type: dict
+  sample: {"gpu-a100": "its 8 GPU(s) are all in MIG mode: ..."}
 resources:
   description: Per node, the C(nano-gpu/gpu-percent) it advertises after the wait (every node that advertises it when
     neither O(expected) nor O(facts) is given).

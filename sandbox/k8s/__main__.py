@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from sandbox.kubelet.node import KubeletNodeError
+
 from . import cluster, nodes, paths
 
 
@@ -26,6 +28,10 @@ def main(argv=None) -> int:
                       help="where the fleet containers' fake NVML keeps MIG state, <dir>/<node>/mig-state.json "
                            "(make sandbox-up passes the Makefile's MIG_STATE, which nodes-up mounts); devsim applies "
                            "it to the profiles. Without it the fleet's nodes advertise their profiles' layouts")
+    p_up.add_argument("--kubelet-nodes", default=None,
+                      help="fleet nodes that run a real kubelet instead of being kwok nodes: all, none, or names "
+                           "separated by commas (default: those with `kubelet: true` in sandbox/fleet.yml); their node "
+                           "containers must run (make nodes-up)")
     sub.add_parser("down", help="stop every process `up` started")
     sub.add_parser("status", help="show what runs")
     p_nodes = sub.add_parser("nodes", help="add extra scale nodes to a running sandbox")
@@ -37,8 +43,14 @@ def main(argv=None) -> int:
     layout = cluster.Layout(args.state_dir, args.kubeconfig)
     try:
         if args.command == "up":
+            from sandbox.kubelet import cluster as kubelets  # pylint: disable=import-outside-toplevel
+            try:
+                kubelet_nodes = kubelets.select(nodes.load_fleet(), args.kubelet_nodes)
+            except ValueError as exc:
+                parser.error("--kubelet-nodes: %s" % exc)
             cluster.up(layout, timeout=args.timeout, extra_nodes=args.extra_nodes, extra_profile=args.extra_profile,
-                       gpu_taint=args.gpu_taint, profiles_dir=args.profiles_dir, mig_state_dir=args.mig_state_dir)
+                       gpu_taint=args.gpu_taint, profiles_dir=args.profiles_dir, mig_state_dir=args.mig_state_dir,
+                       kubelet_nodes=kubelet_nodes)
             return 0
         if args.command == "down":
             return cluster.down(layout)
@@ -52,7 +64,7 @@ def main(argv=None) -> int:
         print("sandbox: added %d nodes (%s .. %s)" % (len(manifests), manifests[0]["metadata"]["name"], manifests[-1]["metadata"]["name"])
               if manifests else "sandbox: no nodes added")
         return 0
-    except cluster.SandboxError as exc:
+    except (cluster.SandboxError, KubeletNodeError) as exc:
         print("sandbox: %s" % exc, file=sys.stderr)
         return 1
 

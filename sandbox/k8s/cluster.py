@@ -216,6 +216,13 @@ def _argv(layout: Layout, bins: Path, ports: dict, profiles_dir: Path) -> dict:
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             "--proxy-client-cert-file=%s" % (pk / "front-proxy-client.crt"), "--proxy-client-key-file=%s" % (pk / "front-proxy-client.key"),
             "--authorization-mode=Node,RBAC", "--allow-privileged=true",
+            # kubelet nodes (sandbox/kubelet): NodeRestriction limits each kubelet to its own Node and pods (it is not
+            # on by default: k8s.io/kubernetes pkg/kubeapiserver/options/plugins.go DefaultOffAdmissionPlugins); the
+            # API server reaches a kubelet at its node container's address (no DNS for node names here) as a client
+            # the kubelet's webhook authorizer lets in
+            "--enable-admission-plugins=NodeRestriction", "--kubelet-preferred-address-types=InternalIP,Hostname",
+            "--kubelet-client-certificate=%s" % (pk / "apiserver-kubelet-client.crt"),
+            "--kubelet-client-key=%s" % (pk / "apiserver-kubelet-client.key"),
             "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false", "--profiling=false",
         ],
         "kube-controller-manager": [
@@ -324,6 +331,9 @@ def _down(layout: Layout, quiet: bool) -> int:
         if not quiet:
             print("sandbox: nothing recorded in %s; nothing to stop" % layout.state_file)
         return 0
+    if state.get("kubelet_nodes"):
+        from sandbox.kubelet import cluster as kubelets  # pylint: disable=import-outside-toplevel
+        kubelets.stop(state)
     records = list((state.get("processes") or {}).values())
     records.reverse()
     # Clients first, then the API server while etcd still answers (it would hang on shutdown
@@ -426,13 +436,16 @@ def wait_default_serviceaccount(layout: Layout, deadline: float) -> None:
 
 def up(layout: Layout, timeout: float = 120.0, extra_nodes: int = 0, extra_profile: str | None = None,
        gpu_taint: bool = False, profiles_dir: Path = paths.PROFILES_DIR, fleet: bool = True,
-       mig_state_dir: Path | None = None) -> dict:
-    """Start the sandbox (or return the state of the one already running)."""
-    with locked(layout, timeout + 60):
-        return _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fleet, mig_state_dir)
+       mig_state_dir: Path | None = None, kubelet_nodes: list | None = None) -> dict:
+    """Start the sandbox (or return the state of the one already running).
+
+    ``kubelet_nodes``: node containers that get a real kubelet instead of a kwok node (sandbox/kubelet), dicts with
+    name, variant and index (their pod subnet); None: the fleet's nodes marked ``kubelet: true`` when ``fleet``."""
+    with locked(layout, 2 * timeout + 60):
+        return _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fleet, mig_state_dir, kubelet_nodes)
 
 
-def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fleet, mig_state_dir=None):
+def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fleet, mig_state_dir=None, kubelet_nodes=None):
     state = running(layout)
     if state:
         print("sandbox: already up (kubeconfig %s, API %s)" % (state["kubeconfig"], state["server"]))
@@ -474,7 +487,11 @@ def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fl
         apiserver = launch("kube-apiserver")
         poll_until(*_health(layout, state, "etcd"), deadline, [etcd], layout=layout)
         poll_until(*_health(layout, state, "kube-apiserver"), deadline, [etcd, apiserver], layout=layout)
-        manifests = (nodes_mod.fleet_manifests(versions["KUBE_VERSION"], gpu_taint, mig_state_dir=mig_state_dir)
+        if kubelet_nodes is None:
+            from sandbox.kubelet import cluster as kubelets  # pylint: disable=import-outside-toplevel
+            kubelet_nodes = kubelets.select(nodes_mod.load_fleet()) if fleet else []
+        manifests = (nodes_mod.fleet_manifests(versions["KUBE_VERSION"], gpu_taint, mig_state_dir=mig_state_dir,
+                                               skip={n["name"] for n in kubelet_nodes})
                      if fleet else [])
         if extra_nodes:
             manifests += nodes_mod.scale_manifests(extra_nodes, versions["KUBE_VERSION"], extra_profile, gpu_taint)
@@ -496,14 +513,19 @@ def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fl
             os.close(rfd)
             if wfd >= 0:
                 os.close(wfd)
+        if kubelet_nodes:
+            from sandbox.kubelet import cluster as kubelets  # pylint: disable=import-outside-toplevel
+            state["kubelet"] = kubelets.start(layout, state, kubelet_nodes, timeout,
+                                              lambda name, cmd: _launch(layout, state, name, cmd, env),
+                                              gpu_taint=gpu_taint, fleet=fleet)
     except BaseException:
         _down(layout, quiet=True)
         raise
     state["up_seconds"] = round(time.monotonic() - started, 1)
-    state["nodes"] = len(manifests)
+    state["nodes"] = len(manifests) + len(kubelet_nodes)
     save_state(layout, state)
-    print("sandbox: up in %.1f s: Kubernetes v%s, %d nodes, API %s, kubeconfig %s"
-          % (state["up_seconds"], versions["KUBE_VERSION"], len(manifests), server, layout.kubeconfig))
+    print("sandbox: up in %.1f s: Kubernetes v%s, %d nodes (%d kubelet nodes), API %s, kubeconfig %s"
+          % (state["up_seconds"], versions["KUBE_VERSION"], state["nodes"], len(kubelet_nodes), server, layout.kubeconfig))
     return state
 
 
@@ -596,6 +618,9 @@ def status(layout: Layout) -> int:
         port = (state.get("ports") or {}).get(name)
         print("  %-24s %-8s pid %-8s %s" % (name, "running" if alive else "DOWN", record["pid"] if record else "-",
                                             "127.0.0.1:%s" % port if port else ""))
+    for name, server in sorted((state.get("kubelet_servers") or {}).items()):
+        record = (state.get("processes") or {}).get("kubelet-gateway")
+        print("  kubelet node %-11s via %s (relay %s)" % (name, server, "running" if record and procs.is_alive(record) else "DOWN"))
     print("  kubeconfig: %s\n  API server: %s\n  logs:       %s" % (state.get("kubeconfig"), state.get("server"), layout.logs))
     if ok:
         code, body = http_get(state["server"] + "/readyz", client_context(layout))

@@ -104,12 +104,16 @@ def node_manifest(name: str, kube_version: str, profile: str | None = None, prof
     }
 
 
-def fleet_manifests(kube_version: str, gpu_taint: bool = False, fleet_path=FLEET_FILE, mig_state_dir=None) -> list:
-    """Return Node objects for every node of fleet.yml, named exactly like the node containers. With
+def fleet_manifests(kube_version: str, gpu_taint: bool = False, fleet_path=FLEET_FILE, mig_state_dir=None,
+                    skip=()) -> list:
+    """Return Node objects for every node of fleet.yml but those named in ``skip`` (kubelet nodes, which register
+    themselves: sandbox/kubelet), named exactly like the node containers. With
     ``mig_state_dir``, a GPU node's MIG state is ``<mig_state_dir>/<name>/mig-state.json``, where its node container's
     fake NVML writes it (sandbox/images/nodes.yml mounts that directory)."""
     out = []
     for node in load_fleet(fleet_path):
+        if node["name"] in skip:
+            continue
         labels = {FLEET_LABEL: "true", ROLE_LABEL: node.get("variant") or "base"}
         state = (os.path.join(str(mig_state_dir), node["name"], MIG_STATE_FILE)
                  if mig_state_dir and node.get("profile") else None)

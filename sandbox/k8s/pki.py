@@ -27,6 +27,8 @@ LEAVES = {
     "kwok": ("/O=system:masters/CN=kwok-controller", "clientAuth", []),
     "devsim": ("/O=system:masters/CN=kubegpu-device-manager-simulator", "clientAuth", []),
     "front-proxy-client": ("/CN=front-proxy-client", "clientAuth", []),
+    # the API server towards kubelets (logs, exec, node proxy), in system:masters as kubeadm's apiserver-kubelet-client
+    "apiserver-kubelet-client": ("/O=system:masters/CN=kube-apiserver-kubelet-client", "clientAuth", []),
 }
 FRONT_PROXY_LEAVES = ("front-proxy-client",)
 
@@ -59,21 +61,7 @@ def ensure_pki(pki: Path) -> dict:
                      "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature")
         out[ca_name] = (ca_crt, ca_key)
     for name, (subject, usage, sans) in LEAVES.items():
-        ca_crt, ca_key = out["front-proxy-ca" if name in FRONT_PROXY_LEAVES else "ca"]
-        crt, key = pki / (name + ".crt"), pki / (name + ".key")
-        out[name] = (crt, key)
-        if crt.exists() and key.exists():
-            continue
-        with tempfile.TemporaryDirectory() as tmp:
-            csr = Path(tmp) / "req.csr"
-            ext = Path(tmp) / "ext.cnf"
-            lines = ["basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment", "extendedKeyUsage=" + usage]
-            if sans:
-                lines.append("subjectAltName=" + ",".join(sans))
-            ext.write_text("\n".join(lines) + "\n", encoding="utf-8")
-            _openssl("req", "-new", *_ec_key_args(), "-keyout", str(key), "-out", str(csr), "-subj", subject)
-            _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key),
-                     "-set_serial", "0x" + secrets.token_hex(16), "-days", DAYS, "-extfile", str(ext), "-out", str(crt))
+        out[name] = issue(pki, name, subject, usage, sans, out["front-proxy-ca" if name in FRONT_PROXY_LEAVES else "ca"])
     sa_key, sa_pub = pki / "sa.key", pki / "sa.pub"
     if not (sa_key.exists() and sa_pub.exists()):
         _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(sa_key))
@@ -82,3 +70,25 @@ def ensure_pki(pki: Path) -> dict:
     for path in pki.glob("*.key"):
         path.chmod(0o600)
     return out
+
+
+def issue(pki: Path, name: str, subject: str, usage: str, sans=(), ca=None) -> tuple:
+    """Make ``<pki>/<name>.crt`` and ``.key`` (ECDSA P-256, signed by ``ca``, the (cert, key) of a CA, by default the
+    sandbox CA of ``pki``) unless both exist; return (cert path, key path). Also for identities made after
+    ``ensure_pki``, such as a kubelet node's (sandbox/kubelet)."""
+    ca_crt, ca_key = ca or (pki / "ca.crt", pki / "ca.key")
+    crt, key = pki / (name + ".crt"), pki / (name + ".key")
+    if crt.exists() and key.exists():
+        return crt, key
+    with tempfile.TemporaryDirectory() as tmp:
+        csr = Path(tmp) / "req.csr"
+        ext = Path(tmp) / "ext.cnf"
+        lines = ["basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment", "extendedKeyUsage=" + usage]
+        if sans:
+            lines.append("subjectAltName=" + ",".join(sans))
+        ext.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        _openssl("req", "-new", *_ec_key_args(), "-keyout", str(key), "-out", str(csr), "-subj", subject)
+        _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key),
+                 "-set_serial", "0x" + secrets.token_hex(16), "-days", DAYS, "-extfile", str(ext), "-out", str(crt))
+    key.chmod(0o600)
+    return crt, key

@@ -17,15 +17,16 @@ K8S_EXTRA_PROFILE ?=
 K8S_GPU_TAINT ?= 0
 K8S_UP_TIMEOUT ?= 120
 K8S_PYTEST_ARGS ?=
-K8S_CLI = cd $(ROOT) && CACHE_DIR=$(CACHE_DIR) $(PY) -m sandbox.k8s
+K8S_CLI = cd $(ROOT) && CACHE_DIR=$(CACHE_DIR) KUBELET_IMAGE_DIR=$(KUBELET_IMAGE_DIR) $(PY) -m sandbox.k8s
 
 .PHONY: k8s-binaries sandbox-up sandbox-down sandbox-status test-k8s
 
 k8s-binaries:
 	CACHE_DIR=$(CACHE_DIR) $(K8S_DIR)/build/build.sh
 
-sandbox-up: k8s-binaries venv
+sandbox-up: k8s-binaries venv kubelet-if-wanted
 	$(K8S_CLI) up --timeout $(K8S_UP_TIMEOUT) --extra-nodes $(K8S_EXTRA_NODES) --mig-state-dir $(MIG_STATE) \
+		$(if $(K8S_KUBELET_NODES),--kubelet-nodes $(K8S_KUBELET_NODES)) \
 		$(if $(K8S_EXTRA_PROFILE),--extra-profile $(K8S_EXTRA_PROFILE)) $(if $(filter 1 true yes,$(K8S_GPU_TAINT)),--gpu-taint)
 
 sandbox-down:

@@ -140,6 +140,8 @@ def render_job(params, namespace, node, resource, workload):
         "image": params.get("image") or workload.image,
         "resources": {"limits": {resource: 1}},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        # a program that fails says why in its pod's status too, where the log cannot be read (a kubelet out of reach)
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if params.get("command"):
         container["command"] = list(params["command"])
@@ -174,6 +176,12 @@ def render_job(params, namespace, node, resource, workload):
             "template": {"metadata": {"labels": dict(labels, **{LABEL_PROOF_JOB: name})}, "spec": spec},
         },
     }
+
+
+def last_line(text):
+    """The last line of ``text`` with something on it (a program's last words: its error, or vectorAdd's "Done")."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def job_finished(job):
@@ -471,6 +479,10 @@ class Proof(object):
         elif not succeeded:
             text = "; ".join([status.get("reason") or "", status.get("message") or ""] + events).strip("; ")
             result["detail"] = "failed: pod %s is %s (%s)" % (pod_name, status.get("phase"), text or "no reason given")
+            said = self._last_words(pod_name, status)
+            if said:
+                result["log_tail"] = said
+                result["detail"] += "; its log ends: %s" % last_line(said)
         if result.get("detail"):
             action = hint(result["detail"], self.workload)
             if action:
@@ -490,6 +502,19 @@ class Proof(object):
             result["passed"] = True
             result["detail"] = "succeeded (log not checked: %s)" % (why if log is None else "no success_pattern")
         return result
+
+    def _last_words(self, pod_name, status):
+        """What a failed proof's program said last: its log, or (when the log cannot be read) the termination message
+        the kubelet keeps from it (the container's ``terminationMessagePolicy: FallbackToLogsOnError``)."""
+        if pod_name:
+            log, _why = self.client.pod_log(pod_name, self.namespace, container="gpu-proof")
+            if log and log.strip():
+                return log[-2000:]
+        for container in status.get("containerStatuses") or []:
+            message = ((container.get("state") or {}).get("terminated") or {}).get("message")
+            if container.get("name") == "gpu-proof" and message and message.strip():
+                return message[-2000:]
+        return ""
 
     def _cleanup(self, names):
         for name in names:

@@ -64,10 +64,49 @@ def expected_from(params):
                                           "cannot be advertised" % (node, C.RESOURCE_NAME, C.PERCENT_PER_GPU, count))
         out[str(node)] = {C.RESOURCE_NAME: count}
     node_names = params.get("node_names") or {}
+    left_out = mig_left_out(params)
     for host, fact in (params.get("facts") or {}).items():
         count = int((fact or {}).get("count") or 0) if isinstance(fact, dict) else 0
-        if count > 0:
-            out[str(node_names.get(host, host))] = {C.RESOURCE_NAME: count * C.PERCENT_PER_GPU}
+        node = str(node_names.get(host, host))
+        if count > 0 and node not in left_out:
+            out[node] = {C.RESOURCE_NAME: count * C.PERCENT_PER_GPU}
+    return out
+
+
+def _mig_gpus(fact):
+    """``(GPUs, GPUs in MIG mode)`` of a ``gpu`` fact (gpu_facts: ``devices[].mig.current``)."""
+    devices = [d for d in (fact.get("devices") or []) if isinstance(d, dict)] if isinstance(fact, dict) else []
+    return len(devices), sum(1 for d in devices if (d.get("mig") or {}).get("current"))
+
+
+def mig_left_out(params):
+    """``{node: why}``: the nodes of ``facts`` whose GPUs are all in MIG mode, which the agent is kept off.
+
+    The agent counts a node's GPUs (its /dev/nvidiaN files, or NVML's device count in older releases: pkg/nvidia/
+    operator.go DetectNumber) and offers 100 per GPU whatever their MIG mode; its hook then gives a container the
+    whole GPU (NVIDIA_VISIBLE_DEVICES=<index>, pkg/plugins/server.go), and a GPU in MIG mode offers no CUDA device
+    without a MIG device, so a share there could never compute."""
+    out = {}
+    node_names = params.get("node_names") or {}
+    for host, fact in sorted((params.get("facts") or {}).items()):
+        gpus, mig = _mig_gpus(fact)
+        if gpus and mig == gpus:
+            out[str(node_names.get(host, host))] = (
+                "its %d GPU(s) are all in MIG mode: a nano-gpu share of a MIG-mode GPU gets no CUDA device; disable "
+                "MIG there (kubegpu.cluster.mig_config all-disabled) to share it with nano-gpu" % gpus)
+    return out
+
+
+def mig_warnings(params):
+    """What to say about the nodes where only some GPUs are in MIG mode (the agent offers those too)."""
+    out = []
+    node_names = params.get("node_names") or {}
+    for host, fact in sorted((params.get("facts") or {}).items()):
+        gpus, mig = _mig_gpus(fact)
+        if 0 < mig < gpus:
+            out.append("node %s: %d of its %d GPUs are in MIG mode; nano-gpu's agent offers %d percent for each of "
+                       "them too, and a share placed on one gets no CUDA device: disable MIG on them or leave the "
+                       "node out of nano-gpu" % (node_names.get(host, host), mig, gpus, C.PERCENT_PER_GPU))
     return out
 
 
@@ -117,8 +156,11 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
     objects = ObjectSet(client, namespace, C.APP_NAME, manifests.MANAGED_KINDS, check_mode=check_mode,
                         want_diff=want_diff)
     scheduler_image, agent_image = manifests.images(params)
+    left_out = mig_left_out(params) if present else {}
     result = {"namespace": namespace, "expected": wanted, "resources": {}, "url_prefix": None, "extender": None,
-              "images": {"scheduler": scheduler_image, "agent": agent_image}}
+              "images": {"scheduler": scheduler_image, "agent": agent_image}, "left_out": left_out}
+    if present:
+        result["warnings"] = mig_warnings(params)
     if not present:
         waiting = params.get("wait", True) and not check_mode
         before = vendor_plugin.advertising_nodes(client, _Resource) if waiting else {}
@@ -126,7 +168,7 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
         if waiting and objects.changed:  # the agents are gone: their nodes stop advertising the resource
             result["resources_gone"] = vendor_plugin.wait_resources_gone(client, _Resource, timeout, before)
     else:
-        applied = objects.present(manifests.render(params))
+        applied = objects.present(manifests.render(params, exclude_nodes=sorted(left_out)))
         service = applied.get("Service/%s/%s" % (namespace, C.SCHEDULER_NAME))
         if service is None or not (service.get("spec") or {}).get("clusterIP"):
             service = client.get("v1", "Service", C.SCHEDULER_NAME, namespace)

@@ -125,7 +125,7 @@ def scheduler_objects(params, namespace, image):
     ]
 
 
-def agent_objects(params, namespace, image):
+def agent_objects(params, namespace, image, exclude_nodes=()):
     """The agent: ServiceAccount, RBAC and a DaemonSet on the GPU nodes, as upstream runs it - host network,
     privileged, the kubelet's device-plugin and pod-resources directories, the host's /var and /dev; with
     ``agent_installer`` also its init container, which swaps the host's NVIDIA hook binaries for nano-gpu's
@@ -156,6 +156,10 @@ def agent_objects(params, namespace, image):
                      C.DEFAULT_AGENT_NODE_SELECTOR if selector_ is None else selector_,
                      C.DEFAULT_AGENT_TOLERATIONS if tolerations is None else tolerations, C.AGENT_PRIORITY_CLASS)
     spec["hostNetwork"] = True
+    if exclude_nodes:  # nodes the agent must not run on (deployment.mig_left_out says why)
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn",
+                                   "values": sorted(exclude_nodes)}]}]}}}
     if params.get("agent_installer", True):
         spec["initContainers"] = [{"name": "nano-gpu-installer", "image": image,
                                    "command": [C.AGENT_INSTALLER_COMMAND], "securityContext": {"privileged": True},
@@ -171,8 +175,9 @@ def agent_objects(params, namespace, image):
     ]
 
 
-def render(params):
-    """Every object, in apply order (the namespace is the object set's)."""
+def render(params, exclude_nodes=()):
+    """Every object, in apply order (the namespace is the object set's); the agent kept off ``exclude_nodes``."""
     namespace = params.get("namespace") or C.NAMESPACE
     scheduler_image, agent_image = images(params)
-    return scheduler_objects(params, namespace, scheduler_image) + agent_objects(params, namespace, agent_image)
+    return scheduler_objects(params, namespace, scheduler_image) + agent_objects(params, namespace, agent_image,
+                                                                                 exclude_nodes)

@@ -113,6 +113,10 @@ PROOF_RESOURCE_PREFERENCE = (RESOURCE_GPU, RESOURCE_GPU + SHARED_SUFFIX)
 PROOF_HINTS = (
     ("Insufficient nvidia.com", "no node has a free GPU of that resource: check that the device plugin runs on the GPU "
                                 "nodes and that they advertise it (kubectl describe node, Allocatable)"),
+    # CUDA's own error when the driver is older than the CUDA the image was built for (cudaErrorInsufficientDriver)
+    ("CUDA driver version is insufficient", "the node's driver is older than the CUDA version the proof image was "
+                                            "built for: upgrade the driver (kubegpu.cluster.gpu_driver) or prove with "
+                                            "an image built for the CUDA version that driver supports"),
     ("could not load NVML", "the pod did not run under the NVIDIA runtime: make nvidia the default runtime "
                             "(kubegpu.cluster.container_toolkit) or set a runtime class"),
 )

@@ -110,6 +110,11 @@ class PluginConfig:
     fail_on_init_error: bool = True
     warnings: tuple = ()
     health: "HealthChecks" = None
+    pass_device_specs: bool = False
+    allocation_policy: str = ""
+    driver_root: str = "/"
+    container_driver_root: str = "/driver-root"
+    nvidia_ctk_path: str = "/usr/bin/nvidia-ctk"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,6 +306,11 @@ _FLAGS = {
     "device-list-strategy": ("DEVICE_LIST_STRATEGY", ("plugin", "deviceListStrategy")),
     "device-id-strategy": ("DEVICE_ID_STRATEGY", ("plugin", "deviceIDStrategy")),
     "shared-devices-allocation-policy": ("SHARED_DEVICES_ALLOCATION_POLICY", ("plugin", "sharedDevicesAllocationPolicy")),
+    "pass-device-specs": ("PASS_DEVICE_SPECS", ("plugin", "passDeviceSpecs")),
+    # where the CDI spec comes from (main.go: driver-root, driver-root-ctr-path, nvidia-cdi-hook-path)
+    "driver-root": ("NVIDIA_DRIVER_ROOT", ("nvidiaDriverRoot",)),
+    "driver-root-ctr-path": ("CONTAINER_DRIVER_ROOT", ("plugin", "containerDriverRoot")),
+    "nvidia-cdi-hook-path": ("NVIDIA_CTK_PATH", ("plugin", "nvidiaCTKPath")),
 }
 
 
@@ -310,7 +320,7 @@ def parse_cli_args(args) -> dict:
     Accepts ``--flag=value``, ``--flag value``, ``-flag=value`` and bare boolean ``--flag``.
     """
     known = set(_FLAGS) | {"config-file"}
-    booleans = {"fail-on-init-error"}
+    booleans = {"fail-on-init-error", "pass-device-specs"}
     out = {}
     items = list(args or [])
     i = 0
@@ -415,6 +425,14 @@ def parse_config(text, env=None, cli=None) -> PluginConfig:
     if (policy or "") not in ALLOCATION_POLICIES:
         raise PluginError("unable to validate flags: invalid --shared-devices-allocation-policy option: %s" % policy)
 
+    pass_specs, source = effective("pass-device-specs")
+    if pass_specs is None:
+        pass_specs = False
+    elif source != "file" or isinstance(pass_specs, str):
+        pass_specs = _parse_bool_text(str(pass_specs), "passDeviceSpecs")
+    elif not isinstance(pass_specs, bool):
+        raise PluginError("flags.plugin.passDeviceSpecs must be a boolean")
+
     resources_section = doc.get("resources")
     if isinstance(resources_section, dict) and (resources_section.get("gpus") or resources_section.get("mig")):
         warnings.append("Customizing the 'resources' field is not yet supported in the config. Ignoring...")
@@ -448,6 +466,11 @@ def parse_config(text, env=None, cli=None) -> PluginConfig:
         fail_on_init_error=fail_on_init,
         warnings=tuple(warnings),
         health=health_checks(env),
+        pass_device_specs=pass_specs,
+        allocation_policy=policy or "",
+        driver_root=effective("driver-root")[0] or "/",  # api/config/v1 flags.go defaults
+        container_driver_root=effective("driver-root-ctr-path")[0] or "/driver-root",
+        nvidia_ctk_path=effective("nvidia-cdi-hook-path")[0] or "/usr/bin/nvidia-ctk",
     )
 
 
@@ -597,16 +620,41 @@ def _attributes(device: dict, mig: dict) -> tuple:
             mig.get("gpu_instance_slices"), mig.get("compute_instance_slices"), mig.get("memory_mib"))
 
 
+@dataclasses.dataclass(frozen=True)
+class PluginDevice:
+    """One device of a resource as the plugin holds it (k8s-device-plugin v0.20.0 internal/rm/devices.go ``Device``,
+    built by BuildDevice in internal/rm/device_map.go):
+
+    * ``id``: what ListAndWatch advertises and Allocate receives: the GPU or MIG UUID, ``<uuid>::<n>`` for replica n
+      of a shared device (internal/rm/device_map.go updateDeviceMapWithReplicas, devices.go NewAnnotatedID);
+    * ``uuid``: the device's own UUID (``AnnotatedID.GetID``);
+    * ``index``: ``"<gpu>"`` for a full GPU, ``"<gpu>:<mig slot>"`` for a MIG device (newGPUDevice / newMigDevice),
+      what ``deviceIDStrategy: index`` hands to the container; replicas keep their device's index;
+    * ``gpu``: the parent GPU's index; ``minor``: its minor number (``/dev/nvidia<minor>``, GetPaths);
+      ``mig``: ``(gpu instance id, compute instance id)`` of a MIG device, else None;
+    * ``replicas``: how many times the device is replicated (0: not shared);
+    * ``numa``: the NUMA node ListAndWatch reports (the stand-in fills it from sysfs; the rules leave it None)."""
+
+    id: str
+    uuid: str
+    index: str
+    gpu: int
+    minor: int | None = None
+    mig: tuple | None = None
+    replicas: int = 0
+    numa: int | None = None
+
+
 def build_device_map(profile: dict, mig_strategy: str) -> dict:
-    """Return ``{resource name: [device id, ...]}`` before sharing, like rm.NewDeviceMap."""
+    """Return ``{resource name: [PluginDevice, ...]}`` before sharing, like rm.NewDeviceMap."""
     node = _Node(profile)
     node.init()
     node.visit()
     devices = node.devices
     device_map = {}
 
-    def insert(name, dev_id):
-        device_map.setdefault(name, []).append(dev_id)
+    def insert(name, dev):
+        device_map.setdefault(name, []).append(dev)
 
     resources = set()
     if mig_strategy == "mixed":
@@ -620,7 +668,8 @@ def build_device_map(profile: dict, mig_strategy: str) -> dict:
         if enabled and mig_strategy != "none":
             continue
         node.build_gpu(index, device)
-        insert(GPU_RESOURCE, device.get("uuid") or "GPU-%d" % index)
+        dev_id = device.get("uuid") or "GPU-%d" % index
+        insert(GPU_RESOURCE, PluginDevice(dev_id, dev_id, str(index), index, device.get("minor_number")))
         full += 1
     if mig_strategy == "none":
         return device_map
@@ -642,7 +691,10 @@ def build_device_map(profile: dict, mig_strategy: str) -> dict:
                 resource = mig_resource_name(name)
             else:
                 raise _Exit("MIG profile '%s' does not match any resource patterns" % name)
-            insert(resource, mig.get("uuid") or "MIG-%d-%d" % (index, slot))
+            dev_id = mig.get("uuid") or "MIG-%d-%d" % (index, slot)
+            insert(resource, PluginDevice(dev_id, dev_id, "%d:%d" % (index, mig.get("slot", slot)), index,
+                                          device.get("minor_number"),
+                                          (mig.get("gpu_instance_id"), mig.get("compute_instance_id"))))
             migs.append(_attributes(device, mig))
 
     if mig_strategy == "single":
@@ -668,8 +720,11 @@ def advertised_resources(profile: dict, config: PluginConfig) -> dict:
     return {name: len(ids) for name, ids in sorted(_advertised_ids(profile, config).items()) if ids}
 
 
-def _advertised_ids(profile: dict, config: PluginConfig) -> dict:
-    """``{resource name: {device id}}`` of every device the plugin advertises (one per replica, ``<id>::<n>``)."""
+def plugin_devices(profile: dict, config: PluginConfig) -> dict:
+    """``{resource name: [PluginDevice, ...]}``: every device the plugin serves per resource, replicas included, in the
+    profile's order (a GPU's replicas one after the other). The one entry point shared by the simulator (which counts
+    them) and the stand-in device plugin (sandbox/standins, which serves them over the kubelet's gRPC API, with
+    ``profile`` read through NVML). A resource with no device is left out; refusals raise PluginError."""
     if profile is None:
         return {}
     device_map = build_device_map(profile, config.mig_strategy)
@@ -680,18 +735,22 @@ def _advertised_ids(profile: dict, config: PluginConfig) -> dict:
             raise PluginError("sharing using MPS is not supported for MIG devices")
     if sharing is not None:
         replicated_names = {r.name for r in sharing.resources}
-        result_ids = {name: set(ids) for name, ids in device_map.items() if name not in replicated_names}
+        result = {name: list(devs) for name, devs in device_map.items() if name not in replicated_names}
         for res in sharing.resources:
-            ids = device_map.get(res.name)
-            if not ids:
+            devs = device_map.get(res.name)
+            if not devs:
                 continue
-            target = res.rename or res.name
-            bucket = result_ids.setdefault(target, set())
-            for dev_id in ids:
+            bucket = result.setdefault(res.rename or res.name, [])
+            for dev in devs:
                 for replica in range(res.replicas):
-                    bucket.add("%s::%d" % (dev_id, replica))
-        device_map = result_ids
-    return {name: set(ids) for name, ids in device_map.items() if ids}
+                    bucket.append(dataclasses.replace(dev, id="%s::%d" % (dev.uuid, replica), replicas=res.replicas))
+        device_map = result
+    return {name: devs for name, devs in device_map.items() if devs}
+
+
+def _advertised_ids(profile: dict, config: PluginConfig) -> dict:
+    """``{resource name: {device id}}`` of every device the plugin advertises (one per replica, ``<id>::<n>``)."""
+    return {name: {dev.id for dev in devs} for name, devs in plugin_devices(profile, config).items()}
 
 
 _NVML_WHOLE_GPU = 0xFFFFFFFF
@@ -712,42 +771,51 @@ def unhealthy_devices(profile: dict, config: PluginConfig) -> dict:
 
     Guess: every ``xid_events`` entry counts, whatever its ``after_ms``: the plugin watches from its start and sees
     them all in the end; the simulator does not wait for them."""
+    return {name: len(ids) for name, ids in unhealthy_device_ids(profile, config).items()}
+
+
+def xid_hit(health: HealthChecks, devices, event: dict):
+    """The device of ``devices`` (one resource's devices on the GPU the event came from) that the plugin's health check
+    marks unhealthy for one XID event (``xid``, optional ``gpu_instance_id``/``compute_instance_id``), or None when the
+    check ignores it (internal/rm/health.go: ignored or disabled XIDs; an event with instance ids hits only the MIG
+    device with those ids, or a full GPU; whole-GPU ids hit the GPU's device, the first one where replicas share it).
+    Shared by :func:`unhealthy_device_ids` and the stand-in plugin's live check (sandbox/standins)."""
+    if health.disabled(int(event["xid"])):
+        return None
+    gi = event.get("gpu_instance_id", _NVML_WHOLE_GPU)
+    ci = event.get("compute_instance_id", _NVML_WHOLE_GPU)
+    for dev in devices:
+        if gi == _NVML_WHOLE_GPU or ci == _NVML_WHOLE_GPU or dev.mig is None or dev.mig == (gi, ci):
+            return dev
+    return None
+
+
+def unhealthy_device_ids(profile: dict, config: PluginConfig) -> dict:
+    """``{resource name: {device id}}`` of the devices :func:`unhealthy_devices` counts."""
     health = config.health or health_checks({})
     if profile is None or health.all_disabled() or _nvml_error({}, "nvmlEventSetCreate", profile):
         return {}
-    ids = _advertised_ids(profile, config)
     devices = profile.get("devices") or []
-    where = {}  # device id (GPU or MIG UUID) -> (GPU index, (gi, ci) or None)
-    for index, device in enumerate(devices):
-        where[device.get("uuid") or "GPU-%d" % index] = (index, None)
-        for slot, mig in enumerate((device.get("mig") or {}).get("devices") or []):
-            where[mig.get("uuid") or "MIG-%d-%d" % (index, slot)] = (index, (mig.get("gpu_instance_id"),
-                                                                             mig.get("compute_instance_id")))
     every = bool(_nvml_error({}, "nvmlEventSetWait", profile))
     out = {}
-    for name, members in ids.items():
+    for name, members in plugin_devices(profile, config).items():
         by_gpu = {}
         for member in members:
-            index, instance = where[member.split("::", 1)[0]]
-            by_gpu.setdefault(index, []).append(instance)
-        bad = 0
-        for index, instances in by_gpu.items():
+            by_gpu.setdefault(member.gpu, []).append(member)
+        bad = set()
+        for index, gpu_members in by_gpu.items():
             device = devices[index]
             register = _nvml_error(device, "nvmlDeviceRegisterEvents", profile)
             if every or _nvml_error(device, "nvmlDeviceGetSupportedEventTypes", profile) or \
                     (register and register != "NOT_SUPPORTED"):
-                bad += len(instances)
+                bad.update(m.id for m in gpu_members)
                 continue
             if register or "xid_critical" not in device.get("event_types", ["xid_critical"]):
                 continue  # registered for no XID
             for event in device.get("xid_events") or []:
-                if health.disabled(int(event["xid"])):
-                    continue
-                gi = event.get("gpu_instance_id", _NVML_WHOLE_GPU)
-                ci = event.get("compute_instance_id", _NVML_WHOLE_GPU)
-                if gi == _NVML_WHOLE_GPU or ci == _NVML_WHOLE_GPU or any(
-                        instance is None or instance == (gi, ci) for instance in instances):
-                    bad += 1
+                hit = xid_hit(health, gpu_members, event)
+                if hit is not None:
+                    bad.add(hit.id)
                     break
         if bad:
             out[name] = bad

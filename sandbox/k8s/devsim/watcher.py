@@ -83,6 +83,10 @@ def read_node_profile(node_name: str, annotations: dict, profiles_dir: str):
 
 
 STATE_ANNOTATION = "sandbox.kubegpu.io/device-plugin"
+# kwok's nodes carry it (sandbox/k8s/nodes.py); a node without it has a real kubelet, whose device manager advertises
+# what the device plugin registered (the stand-in plugin, sandbox/standins) and runs Allocate at admission itself
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KUBELET_NOTE = "kubelet node: its kubelet advertises what the plugin registered (the simulator's rules predict: %s)"
 WATCH_TIMEOUT_S = 240
 MAX_CONSECUTIVE_FAILURES = 20
 MAX_RECONCILE_RETRIES = 5
@@ -292,7 +296,10 @@ class Simulator:
             return
         capacity, allocatable, message = self.desired_for(node_name)
         status_patch = {}
-        for field, resources in (("capacity", capacity), ("allocatable", allocatable)):
+        kubelet = not node.get("kwok")
+        if kubelet:
+            message = KUBELET_NOTE % message
+        for field, resources in (() if kubelet else (("capacity", capacity), ("allocatable", allocatable))):
             current = {k: v for k, v in (node.get(field) or {}).items() if k.startswith(RESOURCE_PREFIX + "/")}
             wanted = {k: str(v) for k, v in resources.items()}
             if current != wanted:
@@ -325,6 +332,8 @@ class Simulator:
         if not node_name or meta.get("uid") in self.admitted or meta.get("deletionTimestamp") or phase not in (None, "", "Pending", "Running"):
             return
         self.admitted.add(meta.get("uid"))
+        if not (self.nodes.get(node_name) or {}).get("kwok", True):
+            return  # a kubelet admits its own pods (the plugin's Allocate refuses what it refuses)
         plugin = self._plugin_pod_for(node_name)
         outcome = self.outcomes.get(plugin["metadata"]["uid"]) if plugin else None
         if outcome is None or not outcome.single_request_names:
@@ -366,6 +375,7 @@ class Simulator:
         return {
             "resourceVersion": _rv((node.get("metadata") or {}).get("resourceVersion")),
             "annotations": (node.get("metadata") or {}).get("annotations") or {},
+            "kwok": ((node.get("metadata") or {}).get("annotations") or {}).get(KWOK_ANNOTATION) == "fake",
             "capacity": status.get("capacity") or {},
             "allocatable": status.get("allocatable") or {},
         }

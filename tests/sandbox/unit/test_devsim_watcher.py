@@ -73,16 +73,20 @@ def configmap(data, namespace="kube-system", name="dp"):
     return {"metadata": {"namespace": namespace, "name": name}, "data": dict(data)}
 
 
-def node(name="n1", profile_path=None, capacity=None):
+def node(name="n1", profile_path=None, capacity=None, kubelet=False):
+    """A kwok node as sandbox/k8s/nodes.py makes it, or (``kubelet``) one a real kubelet registered: no kwok
+    annotation."""
     annotations = {"sandbox.kubegpu.io/profile-path": profile_path} if profile_path else {}
+    if not kubelet:
+        annotations["kwok.x-k8s.io/node"] = "fake"
     return {"metadata": {"name": name, "annotations": annotations}, "status": {"capacity": capacity or {"cpu": "4"}, "allocatable": capacity or {"cpu": "4"}}}
 
 
-def simulator(tmp_path, api, gpus=4):
+def simulator(tmp_path, api, gpus=4, kubelet=False):
     prof = tmp_path / "p.json"
     prof.write_text(json.dumps(plain(gpus)))
     sim = Simulator(api, str(tmp_path))
-    for kind, items in (("nodes", [node(profile_path=str(prof))]), ("pods", []), ("configmaps", [])):
+    for kind, items in (("nodes", [node(profile_path=str(prof), kubelet=kubelet)]), ("pods", []), ("configmaps", [])):
         sim.handle(kind, "SYNC", items)
     return sim, str(prof)
 
@@ -343,3 +347,17 @@ def test_a_batch_reconciles_each_node_once_in_parallel(tmp_path):
     sim.handle_batch(batch)
     assert sorted(patch[0] for patch in api.status_patches) == sorted(names)
     assert all(patch[1]["status"]["capacity"] == {"nvidia.com/gpu": "10"} for patch in api.status_patches)
+
+
+def test_kubelet_node_is_not_patched_and_admits_its_own_pods(tmp_path):
+    """A node without kwok's annotation has a real kubelet: its device manager advertises what the stand-in plugin
+    registered and its Allocate refuses what it refuses, so the simulator patches no resource and rejects no pod there;
+    its annotation still says what the rules predict."""
+    text = TS5.replace("timeSlicing:", "timeSlicing:\n    failRequestsGreaterThanOne: true")
+    api = RecordingApi({("kube-system", "dp"): {"config.yaml": text}})
+    sim = simulator(tmp_path, api, kubelet=True)[0]
+    sim.handle("pods", "ADDED", plugin_pod())
+    sim.handle("pods", "ADDED", gpu_request_pod("two", 2))
+    assert not api.status_patches and not api.pod_patches
+    note = api.meta_patches[-1][1]["metadata"]["annotations"][STATE_ANNOTATION]
+    assert note.startswith("kubelet node:") and "nvidia.com/gpu=20" in note

@@ -191,6 +191,36 @@ def test_failed_job_names_the_pod_and_the_fix():
     assert result["detail"].endswith("the kubelet refused the pod at admission (shared GPUs: ask for one device only)")
 
 
+CUDA_TOO_NEW = "CUDA driver version is insufficient for CUDA runtime version"
+FAILED = {"metadata": {"name": "gpu-proof"}, "status": {"conditions": [{"type": "Failed", "status": "True"}]}}
+
+
+def test_a_failed_proof_says_what_its_program_said_and_what_to_do():
+    pod = dict(POD, status={"phase": "Failed"})
+    log = "[Vector addition of 50000 elements]\nFailed to allocate device vector A (error code %s)!\n" % CUDA_TOO_NEW
+    result = verdict(FakeCore(log), job=FAILED, pods=[pod])
+    assert result["passed"] is False
+    assert "its log ends: Failed to allocate device vector A (error code %s)!" % CUDA_TOO_NEW in result["detail"]
+    assert result["detail"].endswith("upgrade the driver (kubegpu.cluster.gpu_driver) or prove with an image built "
+                                     "for the CUDA version that driver supports")
+    assert CUDA_TOO_NEW in result["log_tail"]
+
+
+def test_a_failed_proof_whose_log_cannot_be_read_says_its_termination_message():
+    error = k8s_client.ApiException(status=500, reason="Internal Server Error")
+    terminated = {"name": "gpu-proof", "state": {"terminated": {"exitCode": 1, "message": CUDA_TOO_NEW + "\n"}}}
+    pod = dict(POD, status={"phase": "Failed", "containerStatuses": [terminated]})
+    result = verdict(FakeCore(error=error), job=FAILED, pods=[pod])
+    assert "its log ends: " + CUDA_TOO_NEW in result["detail"]
+    assert verdict(FakeCore(error=error), job=FAILED, pods=[dict(POD, status={"phase": "Failed"})])["detail"] == (
+        "failed: pod gpu-proof-abcde is Failed (no reason given)")
+
+
+def test_the_proof_container_keeps_its_last_words_in_its_status():
+    job = proof.render_job({}, "ns", "gpu-1", "nvidia.com/gpu", NV)
+    assert job["spec"]["template"]["spec"]["containers"][0]["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
 # --- Proof only when something could have changed ---------------------------------------------------------------
 
 CONFIGS = {"default": {"version": "v1", "flags": {"migStrategy": "none"}},

@@ -91,6 +91,33 @@ def test_expected_from_options_and_facts():
         deployment.expected_from(params(expected={"a": "lots"}))
 
 
+def _gpu(mig):
+    return {"uuid": "GPU-x", "mig": {"capable": True, "current": mig, "devices": []}}
+
+
+MIG_FACTS = {"all-mig": {"count": 2, "devices": [_gpu(True), _gpu(True)]},
+             "some-mig": {"count": 2, "devices": [_gpu(True), _gpu(False)]},
+             "no-mig": {"count": 1, "devices": [_gpu(False)]}}
+
+
+def test_a_node_whose_gpus_are_all_in_mig_mode_is_left_out_and_the_agent_kept_off_it():
+    options = params(facts=MIG_FACTS, node_names={"all-mig": "node-a100"})
+    assert deployment.expected_from(options) == {"some-mig": {C.RESOURCE_NAME: 200}, "no-mig": {C.RESOURCE_NAME: 100}}
+    left_out = deployment.mig_left_out(options)
+    assert list(left_out) == ["node-a100"] and "all in MIG mode" in left_out["node-a100"]
+    assert "mig_config all-disabled" in left_out["node-a100"]
+    warnings = deployment.mig_warnings(options)
+    assert len(warnings) == 1 and warnings[0].startswith("node some-mig: 1 of its 2 GPUs are in MIG mode")
+    agent = by_key(manifests.render(options, exclude_nodes=sorted(left_out)))["DaemonSet/nano-gpu-agent"]
+    terms = agent["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn",
+                                            "values": ["node-a100"]}]}]
+    # without such a node the agent's spec has no affinity at all (what an upgrade from before this change keeps)
+    plain = by_key(manifests.render(params(facts={"no-mig": MIG_FACTS["no-mig"]})))["DaemonSet/nano-gpu-agent"]
+    assert "affinity" not in plain["spec"]["template"]["spec"]
+
+
 @pytest.mark.parametrize("over, option", [
     ({"namespace": "Not_A_Namespace"}, "namespace"),
     ({"scheduler_node_selector": {"bad key!": "x"}}, "scheduler_node_selector"),

@@ -1,0 +1,62 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Run in a kubelet node by /opt/kubegpu/venv/bin/python (it has tomlkit). Make this node's containerd (Debian's 1.6,
+config version 2) ready for the kubelet, changing only four keys of /etc/containerd/config.toml (tomlkit keeps every
+other key, comment and table, so what the collection wrote stays):
+
+  plugins."io.containerd.grpc.v1.cri".sandbox_image                              = argv[1] (kubelet.env PAUSE_IMAGE)
+  plugins."io.containerd.grpc.v1.cri".restrict_oom_score_adj                     = true
+  plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.runtime_type      = "io.containerd.runc.v2"
+  plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options.SystemdCgroup = true
+
+restrict_oom_score_adj: the node lacks CAP_SYS_RESOURCE, so no process in it may lower its OOM score below the node's
+own; the kubelet asks -998 for every pod sandbox and runc's init then dies ("can't get final child's PID from pipe:
+EOF", seen). With it containerd raises such a score to the node's (the setting exists for rootless containerd and kind's
+rootless nodes). SystemdCgroup matches the kubelet's cgroupDriver: systemd (containerd 1.6 cannot tell the kubelet its driver; see
+sandbox/kubelet/README.md). Prints "changed" or "unchanged"; the caller restarts containerd on "changed".
+"""
+import os
+import sys
+
+import tomlkit
+
+PATH = "/etc/containerd/config.toml"
+
+
+def table(parent, key):
+    if key not in parent:
+        parent[key] = tomlkit.table()
+    return parent[key]
+
+
+def main():
+    pause = sys.argv[1]
+    try:
+        with open(PATH, encoding="utf-8") as handle:
+            doc = tomlkit.parse(handle.read())
+    except FileNotFoundError:
+        doc = tomlkit.document()
+    before = tomlkit.dumps(doc)
+    if "version" not in doc:
+        doc["version"] = 2
+    if doc["version"] != 2:
+        print("%s: config version %s; this script writes version 2 (containerd 1.6)" % (PATH, doc["version"]), file=sys.stderr)
+        return 1
+    cri = table(table(doc, "plugins"), "io.containerd.grpc.v1.cri")
+    cri["sandbox_image"] = pause
+    cri["restrict_oom_score_adj"] = True
+    runc = table(table(table(cri, "containerd"), "runtimes"), "runc")
+    runc["runtime_type"] = "io.containerd.runc.v2"
+    table(runc, "options")["SystemdCgroup"] = True
+    after = tomlkit.dumps(doc)
+    if after == before:
+        print("unchanged")
+        return 0
+    with open(PATH + ".kubegpu-tmp", "w", encoding="utf-8") as handle:
+        handle.write(after)
+    os.replace(PATH + ".kubegpu-tmp", PATH)
+    print("changed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
