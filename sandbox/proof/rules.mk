@@ -28,3 +28,14 @@ $(PROOF_IMAGE_TAR):
 	nice -n 10 $(PROOF_SRC)/build_image.sh --image $(PROOF_IMAGE) --cuda $(PROOF_CUDA_VERSION) --out $@
 	@# the archives of other keys are stale: the loader would import an old proof beside this one
 	find $(STANDIN_IMAGES_DIR) -maxdepth 1 -name 'proof-*.tar' ! -name '$(notdir $@)' -delete
+
+# The kubelet nodes' loader directory (sandbox/kubelet/README.md, "Plugging a stand-in image in"; its rules.mk is
+# included before this one): the proof image goes there as proof.tar, so every kubelet node's containerd and docker
+# have it and the proof Job runs it with IfNotPresent
+ifneq ($(KUBELET_IMAGE_DIR),)
+.PHONY: proof-image-loader
+kubelet-images: proof-image-loader
+proof-image-loader: $(PROOF_IMAGE_TAR)
+	@mkdir -p $(KUBELET_IMAGE_DIR)
+	@cmp -s $< $(KUBELET_IMAGE_DIR)/proof.tar || cp -f $< $(KUBELET_IMAGE_DIR)/proof.tar
+endif

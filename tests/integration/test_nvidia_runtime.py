@@ -5,7 +5,7 @@ Each node is a systemd container like the fleet's (kubegpu/node:gpu, tests/node_
 the stand-in toolkit package nvidia-container-toolkit-base, which ships NVIDIA's nvidia-container-runtime, nvidia-ctk
 and nvidia-cdi-hook built from source (sandbox/nvidia-runtime, sandbox/aptrepo), is installed with dpkg; the
 collection's nvidia_runtime_config registers the runtime with containerd, which is restarted; the proof image
-(sandbox/proof, tagged as PROOF_IMAGE) is imported into containerd; containers are run with ``ctr run`` and the runc
+(sandbox/proof, tagged as PROOF_IMAGE, from the kubelet nodes' loader directory) is imported into containerd; containers are run with ``ctr run`` and the runc
 binary containerd's configuration names for the runtime (``containerd config dump``), as NVIDIA's guide runs ctr; on
 h100 also with ``docker run``, docker's default runtime made nvidia by the same module.
 
@@ -19,6 +19,8 @@ Proves (sandbox/fakenvml/README.md, "In containers"):
   the first only; a MIG device's UUID its GPU's node and its two capability devices;
 - without the runtime, or with NVIDIA_VISIBLE_DEVICES=void, there is no driver in the container: CUDA's "insufficient
   driver" message; with NVIDIA_VISIBLE_DEVICES=none the driver but no GPU: "no CUDA-capable device is detected";
+- the stand-in device plugin's image, run as its pod would be, finds NVML, the profile's 8 GPUs and 31 MIG devices
+  and every device node, with nothing mounted;
 - the proof passes on h100 (driver 550, CUDA 12.4: a CUDA 12.5 image runs there by CUDA's minor version
   compatibility) with vectorAdd's lines and "Test PASSED", and fails on gtx1060 (driver 390.30, CUDA 9.1) with CUDA's
   "CUDA driver version is insufficient for CUDA runtime version".
@@ -92,12 +94,15 @@ def _make(*targets):
 
 @pytest.fixture(scope="module")
 def built():
-    """The apt repository and the proof image (cached by key: cheap when built); (proof tar, image name, version)."""
-    _make("apt-repo", "proof-image")
-    tar, image = _make("proof-image-tar").split()
+    """The apt repository, and the kubelet nodes' loader directory with the proof image and the stand-in images (cached
+    by key: cheap when built); {tar: the proof's archive there, image: its name, version: the newest toolkit's}."""
+    _make("apt-repo", "kubelet-images")
+    image = _make("proof-image-tar").split()[1]
+    loader = os.environ.get("KUBELET_IMAGE_DIR") or os.path.join(ROOT, ".build", "node-image-tars")
     with open(os.path.join(ROOT, "sandbox", "aptrepo", "versions.env"), encoding="utf-8") as handle:
         versions = next(line.split("=", 1)[1].split() for line in handle if line.startswith("TOOLKIT_VERSIONS="))
-    return {"tar": tar, "image": image, "version": versions[-1]}
+    return {"tar": os.path.join(loader, "proof.tar"), "image": image, "version": versions[-1],
+            "standins": os.path.join(loader, "standins.tar")}
 
 
 class ExitedAtStart(AssertionError):
@@ -277,3 +282,27 @@ def test_a_mig_device_by_uuid_gets_its_gpu_and_its_capabilities(built, tmp_path)
         assert seen[0] != seen[1]
         rc, out, err = node.ctr_run("NVIDIA_VISIBLE_DEVICES=all", runc)
         assert rc == 0 and "1 of the 2 GPUs NVML reports are in this container" in err and "/dev/nvidia0" not in err, err
+
+
+def test_the_device_plugin_stand_in_gets_nvml_and_every_gpu_through_the_runtime(built, tmp_path):
+    """The stand-in device plugin image (sandbox/standins) run as its DaemonSet's pod would be under the nvidia runtime,
+    with nothing mounted: its image asks for every GPU (NVIDIA_VISIBLE_DEVICES=all, as NVIDIA's plugin image does), and
+    the runtime gives it the fake NVML, the node's profile and MIG layout, and every device node."""
+    with RuntimeNode("a100x8-mig-mixed", built) as node:
+        runc = node.configure(tmp_path)
+        node.run("ctr -n default images import /srv/kubegpu-images/%s >/dev/null" % os.path.basename(built["standins"]))
+        plugin = next(line.split()[0] for line in node.run("ctr -n default images ls").splitlines()
+                      if "/k8s-device-plugin:" in line and "nvcr.io" in line)
+        script = ("import os, pynvml as n; n.nvmlInit(); g = [n.nvmlDeviceGetHandleByIndex(i) for i in "
+                  "range(n.nvmlDeviceGetCount())]; print(n.nvmlSystemGetDriverVersion(), len(g), sum(1 for h in g "
+                  "for s in range(n.nvmlDeviceGetMaxMigDeviceCount(h)) if _mig(h, s)), "
+                  "sorted(d for d in os.listdir('/dev') if d.startswith('nvidia')))")
+        prelude = ("import pynvml as n\ndef _mig(h, s):\n    try:\n        n.nvmlDeviceGetMigDeviceHandleByIndex(h, s)\n"
+                   "        return True\n    except n.NVMLError:\n        return False\n")
+        proc = docker("exec", node.name, "timeout", "60", "ctr", "-n", "default", "run", "--rm", "--runc-binary", runc,
+                      plugin, "plugin-%d" % os.getpid(), "python3", "-c", prelude + script, timeout=90)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        driver, count, migs, devices = proc.stdout.split(" ", 3)
+        assert (driver, count, migs) == ("535.183.01", "8", "31"), proc.stdout  # the profile's 8 GPUs, 31 MIG devices
+        assert devices.strip() == str(sorted(["nvidia%d" % i for i in range(8)] + [
+            "nvidia-caps", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools", "nvidiactl"])), devices
