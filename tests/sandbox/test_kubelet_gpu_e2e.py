@@ -210,6 +210,18 @@ def _watch_node(sandbox, node, predicate, what, timeout=90):
     return time.monotonic() - started
 
 
+def _profile(node):
+    """The GPU profile of one of this module's nodes (sandbox/profiles)."""
+    [entry] = [n for n in FLEET if n["name"] == node]
+    return json.loads((ROOT / "sandbox" / "profiles" / (entry["profile"] + ".json")).read_text(encoding="utf-8"))
+
+
+def _cuda(profile):
+    """The driver's CUDA version as the proof prints it: 12040 -> 12.4 (NVML's cudaDriverVersion encoding)."""
+    version = profile["cuda_driver_version"]
+    return "%d.%d" % (version // 1000, version % 1000 // 10)
+
+
 def _gpus(node_obj):
     return int((node_obj.status.allocatable or {}).get(GPU, "0"))
 
@@ -278,10 +290,11 @@ def plugin(e2e):
 
 
 def test_the_kubelet_advertises_what_the_plugin_registered_through_nvidia_runtime(e2e, plugin):
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nvidia  # pylint: disable=import-outside-toplevel
     from sandbox.k8s.devsim import watcher  # pylint: disable=import-outside-toplevel
     assert plugin["resources"] == {PASSING: {GPU: 1}, FAILING: {GPU: 1}}, plugin["resources"]
     ds = e2e.apps.read_namespaced_daemon_set(PLUGIN_DS, NAMESPACE)
-    assert ds.spec.template.spec.containers[0].image == "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
+    assert ds.spec.template.spec.containers[0].image == nvidia.default_image()  # the stand-in, tagged as NVIDIA's
     for name in (PASSING, FAILING):
         node = e2e.core.read_node(name)
         assert node.status.capacity.get(GPU) == "1" and node.status.allocatable.get(GPU) == "1", node.status.allocatable
@@ -335,6 +348,7 @@ def test_deleting_the_plugin_pod_drops_allocatable_until_the_new_pod_registers(e
 
 
 def test_gpu_proof_passes_on_h100_and_fails_on_gtx1060_with_cudas_message(e2e, plugin):
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nvidia  # pylint: disable=import-outside-toplevel
     started = time.monotonic()
     rc, result = run_module("kubegpu.cluster.gpu_proof", dict(
         kubeconfig=e2e.kubeconfig, namespace="e2e-proof", nodes=[PASSING, FAILING], timeout=120, require_log=True))
@@ -346,13 +360,15 @@ def test_gpu_proof_passes_on_h100_and_fails_on_gtx1060_with_cudas_message(e2e, p
     assert passed["resource"] == GPU and passed["phase"] == "Succeeded", passed
     assert "Test PASSED" in passed["log_tail"] and "[Vector addition of 50000 elements]" in passed["log_tail"], passed
     # the GPU the plugin allocated (by UUID, envvar strategy) is the one NVIDIA's runtime put in, with its NVML
-    h100 = json.loads((ROOT / "sandbox" / "profiles" / "h100.json").read_text(encoding="utf-8"))["devices"][0]
-    assert "GPU 0: %s (%s) at /dev/nvidia0" % (h100["name"], h100["uuid"]) in passed["log_tail"], passed["log_tail"]
-    assert "driver CUDA 12.4" in passed["log_tail"], passed["log_tail"]
+    h100 = _profile(PASSING)
+    gpu = h100["devices"][0]
+    assert "GPU 0: %s (%s) at /dev/nvidia0" % (gpu["name"], gpu["uuid"]) in passed["log_tail"], passed["log_tail"]
+    assert "driver CUDA %s" % _cuda(h100) in passed["log_tail"], passed["log_tail"]
     assert failed["passed"] is False and failed["phase"] == "Failed", failed
     assert INSUFFICIENT in failed["detail"], failed["detail"]
-    assert "the node's driver is older than the CUDA version" in failed["detail"], failed["detail"]
-    assert "driver CUDA 9.1" in failed.get("log_tail", ""), failed
+    [hint] = [action for needle, action in nvidia.PROOF_HINTS if needle in INSUFFICIENT]
+    assert hint in failed["detail"], failed["detail"]
+    assert "driver CUDA %s" % _cuda(_profile(FAILING)) in failed.get("log_tail", ""), failed
 
 
 def test_a_time_slicing_config_the_collection_rolls_out_is_what_the_kubelet_advertises(e2e, plugin):
