@@ -123,9 +123,9 @@ def _labels(item, want):
         KEY_LABEL: want,
         "kubegpu.standin": item["name"],
         "org.opencontainers.image.title": "kubegpu sandbox stand-in for %s" % item["tag"],
-        "org.opencontainers.image.description": "A sandbox stand-in for %s, built by kubegpu.cluster's sandbox "
-                                                 "(sandbox/standins/README.md). Not the vendor's software."
-                                                 % item["stands_in_for"],
+        "org.opencontainers.image.description": (
+            "A sandbox stand-in for %s, built by kubegpu.cluster's sandbox (sandbox/standins/README.md). Not the "
+            "vendor's software." % item["stands_in_for"]),
         "org.opencontainers.image.vendor": "kubegpu sandbox stand-in (not the vendor's software)",
     }
 

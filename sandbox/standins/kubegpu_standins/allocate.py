@@ -141,7 +141,7 @@ def preferred(devices, config, available, required, size):
     picked = {}
     packed = getattr(config, "allocation_policy", "") == "packed"
     chosen = []
-    for _ in range(needed):
+    for _round in range(needed):
         def key(cand):
             base = replica_base(cand)
             allocated = total.get(base, 1) - free.get(base, 0)
