@@ -45,6 +45,28 @@ def docker(*args, **kwargs):
                           timeout=kwargs.pop("timeout", 120), **kwargs)
 
 
+def docker_checked(*args, check=True, timeout=120):
+    """``docker ARGS``, asserting it succeeded unless ``check`` is false (the output in the message)."""
+    done = docker(*args, timeout=timeout)
+    if check:
+        assert done.returncode == 0, "docker %s: %s%s" % (" ".join(args), done.stdout, done.stderr)
+    return done
+
+
+def nodes_play(state_dir, fleet_file, state, owner_label, image=None):
+    """sandbox/images/nodes.yml for a test's own fleet file and owner label (never the fleet's containers);
+    ``image``: the node image repository, when not the play's default."""
+    env = dict(os.environ, ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+            os.path.join(ROOT, "sandbox", "images", "nodes.yml"),
+            "-e", "nodes_root=%s" % ROOT, "-e", "nodes_sandbox_dir=%s" % state_dir, "-e", "nodes_fleet_file=%s" % fleet_file,
+            "-e", "nodes_owner_label=%s" % owner_label, "-e", "nodes_state=%s" % state]
+    if image:
+        argv += ["-e", "nodes_image=%s" % image]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False, env=env, cwd=ROOT)
+    assert done.returncode == 0, "nodes.yml (%s) failed:\n%s%s" % (state, done.stdout[-3000:], done.stderr[-2000:])
+
+
 def ensure_image(image=IMAGE):
     """Build the node images (``make node-images``, from the cache when it has them) when ``image`` is missing."""
     if shutil.which("docker") is not None and docker("image", "inspect", image, timeout=60).returncode == 0:

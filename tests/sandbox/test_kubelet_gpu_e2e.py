@@ -43,7 +43,7 @@ import pytest
 import yaml
 
 from ansible_cli import _environment, run_module
-from node_container import NodeContainer
+from node_container import NodeContainer, docker_checked as _docker, nodes_play
 from setup_steps import missing_setup
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,22 +87,6 @@ nvidia-ctk config --in-place --set nvidia-container-runtime.debug={log} \
 """
 
 
-def _docker(*args, check=True, timeout=120):
-    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
-    if check:
-        assert done.returncode == 0, "docker %s: %s%s" % (" ".join(args), done.stdout, done.stderr)
-    return done
-
-
-def _nodes_play(state_dir, fleet_file, state):
-    """sandbox/images/nodes.yml for this module's own fleet file and owner label (never the fleet's containers)."""
-    env = dict(os.environ, ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
-    argv = [str(Path(sys.executable).parent / "ansible-playbook"), str(ROOT / "sandbox" / "images" / "nodes.yml"),
-            "-e", "nodes_root=%s" % ROOT, "-e", "nodes_sandbox_dir=%s" % state_dir, "-e", "nodes_fleet_file=%s" % fleet_file,
-            "-e", "nodes_owner_label=%s" % OWNER_LABEL, "-e", "nodes_image=%s" % NODE_IMAGE_REPO,
-            "-e", "nodes_state=%s" % state]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False, env=env, cwd=ROOT)
-    assert done.returncode == 0, "nodes.yml (%s) failed:\n%s%s" % (state, done.stdout[-3000:], done.stderr[-2000:])
 
 
 def _play(names, playbook, tmp_path, timeout=300):
@@ -242,8 +226,8 @@ def e2e(tmp_path_factory):
     play_dir = tmp_path_factory.mktemp("e2e-plays")
     started = time.monotonic()
     if _docker("ps", "-aq", "--filter", "label=%s=1" % OWNER_LABEL).stdout.strip():  # an interrupted run's
-        _nodes_play(state_dir, fleet_file, "absent")
-    _nodes_play(state_dir, fleet_file, "started")
+        nodes_play(state_dir, fleet_file, "absent", OWNER_LABEL, NODE_IMAGE_REPO)
+    nodes_play(state_dir, fleet_file, "started", OWNER_LABEL, NODE_IMAGE_REPO)
     timings["node containers"] = round(time.monotonic() - started, 1)
     try:
         for name in (n["name"] for n in FLEET):
@@ -278,7 +262,7 @@ def e2e(tmp_path_factory):
     finally:
         print("gpu e2e timings (s): %s" % json.dumps(timings))
         cluster.down(layout, quiet=True)
-        _nodes_play(state_dir, fleet_file, "absent")
+        nodes_play(state_dir, fleet_file, "absent", OWNER_LABEL, NODE_IMAGE_REPO)
 
 
 @pytest.fixture(scope="module")

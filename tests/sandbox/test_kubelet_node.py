@@ -10,15 +10,14 @@ already there.
 """
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from node_container import docker_checked as _docker, nodes_play
 from setup_steps import missing_setup
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,21 +26,6 @@ OWNER_LABEL = "kubegpu.kl"
 PROFILE = "t4"
 
 
-def _docker(*args, check=True, timeout=120):
-    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
-    if check:
-        assert done.returncode == 0, "docker %s: %s%s" % (" ".join(args), done.stdout, done.stderr)
-    return done
-
-
-def _nodes_play(state_dir, fleet_file, state):
-    """sandbox/images/nodes.yml for this module's own fleet file and owner label (never the fleet's containers)."""
-    env = dict(os.environ, ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
-    argv = [str(Path(sys.executable).parent / "ansible-playbook"), str(ROOT / "sandbox" / "images" / "nodes.yml"),
-            "-e", "nodes_root=%s" % ROOT, "-e", "nodes_sandbox_dir=%s" % state_dir, "-e", "nodes_fleet_file=%s" % fleet_file,
-            "-e", "nodes_owner_label=%s" % OWNER_LABEL, "-e", "nodes_state=%s" % state]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False, env=env, cwd=ROOT)
-    assert done.returncode == 0, "nodes.yml (%s) failed:\n%s%s" % (state, done.stdout[-3000:], done.stderr[-2000:])
 
 
 def _prerequisites():
@@ -85,8 +69,8 @@ def kubelet_node(tmp_path_factory):
     cluster.down(layout, quiet=True)
     fleet_file = tmp_path_factory.mktemp("kubelet-fleet") / "fleet.yml"
     fleet_file.write_text(yaml.safe_dump({"nodes": [{"name": NODE, "variant": "gpu", "profile": PROFILE}]}))
-    _nodes_play(state_dir, fleet_file, "absent")
-    _nodes_play(state_dir, fleet_file, "started")
+    nodes_play(state_dir, fleet_file, "absent", OWNER_LABEL)
+    nodes_play(state_dir, fleet_file, "started", OWNER_LABEL)
     try:
         started = time.monotonic()
         state = cluster.up(layout, timeout=180, fleet=False,
@@ -95,7 +79,7 @@ def kubelet_node(tmp_path_factory):
         yield _Cluster(layout, state)
     finally:
         cluster.down(layout, quiet=True)
-        _nodes_play(state_dir, fleet_file, "absent")
+        nodes_play(state_dir, fleet_file, "absent", OWNER_LABEL)
 
 
 def _wait_pod(core, name, namespace, phases, timeout=120):

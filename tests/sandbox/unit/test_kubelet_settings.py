@@ -70,7 +70,7 @@ def test_pod_network_per_node():
 
 
 def test_containerd_keys_change_in_place(tmp_path):
-    pytest.importorskip("tomlkit")
+    # the script runs under this venv's python, whose tomlkit requirements.txt pins (a missing one fails here)
     script = (config.NODE_FILES / "containerd_cri.py").read_text(encoding="utf-8")
     target = tmp_path / "config.toml"
     target.write_text('version = 2\n# kept\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  default_runtime_name = "nvidia"\n')
