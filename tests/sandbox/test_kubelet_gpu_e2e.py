@@ -87,8 +87,6 @@ nvidia-ctk config --in-place --set nvidia-container-runtime.debug={log} \
 """
 
 
-
-
 def _play(names, playbook, tmp_path, timeout=300):
     """``ansible-playbook`` of the playbook text on these node containers at once (the docker connection, the node's
     python3, as molecule's platforms), with the JSON callback; returns (exit code, {host: [(task, result)]})."""

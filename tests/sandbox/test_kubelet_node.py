@@ -26,8 +26,6 @@ OWNER_LABEL = "kubegpu.kl"
 PROFILE = "t4"
 
 
-
-
 def _prerequisites():
     from sandbox.kubelet import config  # pylint: disable=import-outside-toplevel
     if _docker("info", check=False, timeout=30).returncode:
