@@ -8,7 +8,10 @@ import sys
 
 import pynvml
 
-WRITES = [name for name in dir(pynvml) if name.startswith("nvml") and any(
+# An event set (nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlEventSetWait/Free: the reader's health check, as the
+# device plugin's health check does it) only subscribes this process to the GPU's events: it changes no setting.
+EVENT_SET = ("nvmlEventSet", "nvmlDeviceRegisterEvents")
+WRITES = [name for name in dir(pynvml) if name.startswith("nvml") and not name.startswith(EVENT_SET) and any(
     word in name for word in ("Set", "Create", "Destroy", "Reset", "Clear", "Register"))]
 
 
