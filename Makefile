@@ -188,7 +188,7 @@ test-python: test-setup $(TEST_PYTEST) $(TEST_ANSIBLE_CORE)
 .PHONY: $(addprefix molecule-,$(MOLECULE_SCENARIOS)) $(TEST_PYTEST)
 # a static pattern rule: make looks for no implicit rule for a phony target, so `molecule-%:` alone would do nothing
 $(addprefix molecule-,$(MOLECULE_SCENARIOS)): molecule-%: venv
-	$(VENV)/bin/molecule test -s $*
+	KUBELET_IMAGE_DIR=$(KUBELET_IMAGE_DIR) $(VENV)/bin/molecule test -s $*
 
 # pytest by folder. No test depends on what ran before it (`make demo` first, say): each stage's control plane is its
 # own (TEST_STATE_DIR, tests/conftest.py), never the demo's, and the fleet's containers are made afresh for

@@ -31,7 +31,8 @@ def main(argv=None) -> int:
     p_up.add_argument("--kubelet-nodes", default=None,
                       help="fleet nodes that run a real kubelet instead of being kwok nodes: all, none, or names "
                            "separated by commas (default: those with `kubelet: true` in sandbox/fleet.yml); their node "
-                           "containers must run (make nodes-up)")
+                           "containers must run (make nodes-up). NAME=CONTAINER: the node container CONTAINER is the "
+                           "fleet node NAME (molecule's platforms)")
     sub.add_parser("down", help="stop every process `up` started")
     sub.add_parser("status", help="show what runs")
     p_nodes = sub.add_parser("nodes", help="add extra scale nodes to a running sandbox")

@@ -31,7 +31,9 @@ INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
 
 def select(fleet: list, choice: str | None = None) -> list:
     """The fleet nodes that are kubelet nodes, each with its index in the fleet (its pod subnet): those with
-    ``kubelet: true`` in fleet.yml, or ``choice``: "all", "none", or names separated by commas."""
+    ``kubelet: true`` in fleet.yml, or ``choice``: "all", "none", or names separated by commas. ``NAME=CONTAINER``
+    in place of a name: the fleet node NAME is the node container CONTAINER (its ``container``), as molecule's
+    platforms are (md-h100 registers as kg-h100: a site whose host and node names differ)."""
     indexed = [dict(n, index=i + 1) for i, n in enumerate(fleet)]
     if choice is None or choice == "":
         return [n for n in indexed if n.get(config.FLEET_KEY)]
@@ -39,11 +41,17 @@ def select(fleet: list, choice: str | None = None) -> list:
         return []
     if choice == "all":
         return indexed
-    names = [c.strip() for c in choice.split(",") if c.strip()]
-    unknown = sorted(set(names) - {n["name"] for n in indexed})
+    containers = dict((c.strip().split("=", 1) + [""])[:2] for c in choice.split(",") if c.strip())
+    unknown = sorted(set(containers) - {n["name"] for n in indexed})
     if unknown:
         raise ValueError("not fleet nodes: %s" % ", ".join(unknown))
-    return [n for n in indexed if n["name"] in names]
+    return [dict(n, container=containers[n["name"]]) if containers[n["name"]] else n
+            for n in indexed if n["name"] in containers]
+
+
+def container_of(node: dict) -> str:
+    """The node container of a kubelet node (``select``): its own name unless another container is that node."""
+    return node.get("container") or node["name"]
 
 
 def labels_for(node: dict, fleet: bool = True) -> dict:
@@ -97,8 +105,8 @@ def start(layout, state: dict, nodes: list, timeout: float, launch, gpu_taint: b
     if inotify_limit() < INOTIFY_WANTED:
         print("sandbox: fs.inotify.max_user_instances is %d; %d kubelet node(s) take about %d more (make kubelet-inotify)"
               % (inotify_limit(), len(nodes), len(nodes) * INOTIFY_PER_NODE))
-    infos = {n["name"]: node_mod.inspect(n["name"]) for n in nodes}
-    stopped = sorted(name for name, info in infos.items() if not info["running"])
+    infos = {n["name"]: node_mod.inspect(container_of(n)) for n in nodes}
+    stopped = sorted(container_of(n) for n in nodes if not infos[n["name"]]["running"])
     if stopped:
         raise node_mod.KubeletNodeError("node containers not running: %s (make nodes-up)" % ", ".join(stopped))
     api_port = state["ports"]["kube-apiserver"]
@@ -113,15 +121,16 @@ def start(layout, state: dict, nodes: list, timeout: float, launch, gpu_taint: b
         cluster.poll_until("the API relay on %s:%d" % (gateway, port), lambda g=gateway, p=port: _answers(g, p),
                            deadline, [record], layout=layout)
         servers[gateway] = "https://%s:%d" % (gateway, port)
-    state["kubelet_nodes"] = [n["name"] for n in nodes]
+    state["kubelet_nodes"] = [container_of(n) for n in nodes]  # the containers, which stop() resets
     state["kubelet_servers"] = {n["name"]: servers[infos[n["name"]]["gateway"]] for n in nodes}
     cluster.save_state(layout, state)
     image_dir = config.image_dir()
     node_mod.issue_identity(layout.pki, nodes[0]["name"])  # the first, alone: the CA files exist before the others ask
 
     def provision(n):
-        return node_mod.provision(n["name"], index=n["index"], server=servers[infos[n["name"]]["gateway"]],
-                                  pki_dir=layout.pki, labels=labels_for(n, fleet), gpu_taint=gpu_taint, image_dir=image_dir)
+        return node_mod.provision(container_of(n), index=n["index"], server=servers[infos[n["name"]]["gateway"]],
+                                  pki_dir=layout.pki, labels=labels_for(n, fleet), gpu_taint=gpu_taint, image_dir=image_dir,
+                                  node_name=n["name"])
 
     # a few nodes at a time: each step is a docker command that mostly waits (copies, systemctl in the node)
     with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL) as pool:
@@ -130,7 +139,7 @@ def start(layout, state: dict, nodes: list, timeout: float, launch, gpu_taint: b
     try:
         cluster.wait_nodes_ready(layout, {n["name"] for n in nodes}, deadline)
     except cluster.SandboxError as exc:
-        short = starved(n["name"] for n in nodes)
+        short = starved(container_of(n) for n in nodes)
         if short:
             raise node_mod.KubeletNodeError(
                 "%s; the kubelet of %s ran out of inotify instances (fs.inotify.max_user_instances=%d is shared by every "

@@ -229,9 +229,11 @@ def load_images(name: str) -> dict:
 
 
 def provision(name: str, *, index: int, server: str, pki_dir: Path, labels: dict, gpu_taint: bool = False,
-              image_dir: Path | None = None, kubelet: Path | None = None) -> dict:
+              image_dir: Path | None = None, kubelet: Path | None = None, node_name: str | None = None) -> dict:
     """Make the running node container ``name`` a kubelet node of the API server at ``server`` (as the node sees it)
-    and start its kubelet; return what was done (copied files, image report, timings)."""
+    and start its kubelet; return what was done (copied files, image report, timings). ``node_name``: the Kubernetes
+    node it registers as (the kubelet's --hostname-override and its credentials), the container's name by default."""
+    node_name = node_name or name
     env = config.read_env()
     kubelet = kubelet or config.kubelet_binary()
     if not kubelet.exists():
@@ -240,8 +242,8 @@ def provision(name: str, *, index: int, server: str, pki_dir: Path, labels: dict
     if not info["running"]:
         raise KubeletNodeError("node container %s is not running" % name)
     started = time.monotonic()
-    report = {"node": name, "copied": copy_binaries(name, kubelet)}
-    cert, key = issue_identity(pki_dir, name)
+    report = {"node": node_name, "copied": copy_binaries(name, kubelet)}
+    cert, key = issue_identity(pki_dir, node_name)
     node_files = config.NODE_FILES
     label_arg = ",".join("%s=%s" % kv for kv in sorted(labels.items()))
     files = {
@@ -253,10 +255,10 @@ def provision(name: str, *, index: int, server: str, pki_dir: Path, labels: dict
         "/etc/systemd/system/kubegpu-image-load.service": ((node_files / "kubegpu-image-load.service").read_bytes(), 0o644),
         "/etc/systemd/system/kubelet.service": ((node_files / "kubelet.service").read_bytes(), 0o644),
         "/etc/default/kubelet": (("# written by sandbox/kubelet/node.py\nKUBELET_ARGS=--hostname-override=%s --node-labels=%s\n"
-                                  % (name, label_arg)).encode(), 0o644),
+                                  % (node_name, label_arg)).encode(), 0o644),
         "/var/lib/kubelet/config.yaml": (yaml.safe_dump(kubelet_configuration(gpu_taint), default_flow_style=False).encode(), 0o644),
         "/etc/kubernetes/kubelet.conf": (kubeconfig(server, (pki_dir / "ca.crt").read_bytes(), cert.read_bytes(),
-                                                    key.read_bytes(), name).encode(), 0o600),
+                                                    key.read_bytes(), node_name).encode(), 0o600),
         "/etc/kubernetes/pki/ca.crt": ((pki_dir / "ca.crt").read_bytes(), 0o644),
         "/etc/cni/net.d/10-%s.conflist" % config.CNI_NETWORK: (cni_conflist(index, env["POD_SUBNET_PREFIX"]).encode(), 0o644),
     }

@@ -20,7 +20,14 @@ Only real components from there on:
    registers.
 3. ``gpu_proof`` per node: passes on h100 (vectorAdd's "Test PASSED", read from the pod through the kubelet) and fails
    on gtx1060 with CUDA's "CUDA driver version is insufficient for CUDA runtime version" and the module's hint.
-4. A DaemonSet change the collection makes (time-slicing with 2 replicas) is seen by the kubelet: allocatable 2.
+4. A pod asking for ``nvidia.com/gpu`` gets, inside its container, ``NVIDIA_VISIBLE_DEVICES`` as the plugin answered
+   the kubelet (the kubelet's checkpoint), the device node of that GPU only, and the node's fake NVML, bind-mounted by
+   NVIDIA's runtime, answering with that GPU.
+5. DaemonSet changes the collection makes (device_plugin_deploy options) are what the kubelet runs: the config (device
+   list and ID strategies), the security context (SYS_ADMIN for volume-mounts) and the CDI host paths, read from
+   containerd's spec of the restarted plugin container and from what the plugin wrote through the host path; a node
+   selector and a toleration, read from which kubelets run the plugin (their /pods, their containerd) and advertise.
+6. Time-slicing with 2 replicas: allocatable 2 (last; it leaves the plugin shared).
 
 Why h100 and not t4 for the passing node: the proof image is ``vectoradd-cuda12.5.0``, and a CUDA 12 program needs a
 driver of CUDA 12 (>= 525, CUDA's minor version compatibility); t4's profile has driver 450.102.04 (CUDA 11.0), so
@@ -31,6 +38,7 @@ The node image must have the fake NVML's driver files unit (sandbox/images, the 
 node images are not rebuilt yet.
 """
 
+import base64
 import json
 import os
 import re
@@ -351,6 +359,223 @@ def test_gpu_proof_passes_on_h100_and_fails_on_gtx1060_with_cudas_message(e2e, p
     [hint] = [action for needle, action in nvidia.PROOF_HINTS if needle in INSUFFICIENT]
     assert hint in failed["detail"], failed["detail"]
     assert "driver CUDA %s" % _cuda(_profile(FAILING)) in failed.get("log_tail", ""), failed
+
+
+# --- A pod that asks for nvidia.com/gpu, seen from inside its container (issue 24, section 7) ---------------------------
+
+# Run in the stand-in plugin image (Debian's python3 and pynvml, no NVML of its own: sandbox/standins/README.md), so
+# whatever NVML the container has, NVIDIA's runtime put there
+GPU_POD_SCRIPT = r"""
+import glob, json, os, pynvml
+pynvml.nvmlInit()
+gpus = []
+for i in range(pynvml.nvmlDeviceGetCount()):
+    h = pynvml.nvmlDeviceGetHandleByIndex(i)
+    uuid = pynvml.nvmlDeviceGetUUID(h)
+    gpus.append({"uuid": uuid.decode() if isinstance(uuid, bytes) else uuid, "minor": pynvml.nvmlDeviceGetMinorNumber(h)})
+version = pynvml.nvmlSystemGetDriverVersion()
+with open("/proc/self/maps") as maps:
+    libs = sorted({line.split()[-1] for line in maps if "libnvidia-ml" in line})
+with open("/proc/self/mountinfo") as mountinfo:
+    mounts = [line.split()[4] for line in mountinfo]
+print(json.dumps({"env": {k: v for k, v in os.environ.items() if k.startswith("NVIDIA_")},
+                  "devices": sorted(glob.glob("/dev/nvidia*")), "gpus": gpus, "libs": libs, "mounts": mounts,
+                  "lib1": os.path.realpath("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"),
+                  "driver": version.decode() if isinstance(version, bytes) else version}))
+"""
+CHECKPOINT = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+
+
+def _wait_pod(sandbox, name, namespace, phases=("Succeeded", "Failed"), timeout=90):
+    """Watch one pod until its phase is one of ``phases``; returns the pod."""
+    from kubernetes import watch  # pylint: disable=import-outside-toplevel
+    deadline = time.monotonic() + timeout
+    pod = sandbox.core.read_namespaced_pod(name, namespace)
+    while pod.status.phase not in phases:
+        remaining = int(deadline - time.monotonic())
+        assert remaining > 0, "pod %s: phase %s, not %s within %d s: %s" % (name, pod.status.phase, phases, timeout,
+                                                                            pod.status)
+        stream = watch.Watch()
+        for event in stream.stream(sandbox.core.list_namespaced_pod, namespace, field_selector="metadata.name=" + name,
+                                   resource_version=pod.metadata.resource_version, timeout_seconds=remaining):
+            pod = event["object"]
+            if pod.status.phase in phases:
+                stream.stop()
+                break
+    return pod
+
+
+def test_a_gpu_pod_gets_its_gpu_and_the_fake_nvml_through_nvidia_runtime(e2e, plugin):
+    """A pod asking for one nvidia.com/gpu on the h100 node: inside its container, NVIDIA_VISIBLE_DEVICES is what the
+    plugin answered the kubelet's Allocate (the kubelet's own checkpoint of that answer), the device node of exactly
+    that GPU is there, and the NVML the process loads is the node's fake NVML, bind-mounted by NVIDIA's runtime (the
+    image has none), answering with that GPU's UUID and the node's driver version."""
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nvidia  # pylint: disable=import-outside-toplevel
+    name = "gpu-pod"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE},
+           "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": PASSING},
+                    "containers": [{"name": "cuda", "image": nvidia.default_image(), "imagePullPolicy": "IfNotPresent",
+                                    "command": ["python3", "-c", GPU_POD_SCRIPT],
+                                    "resources": {"limits": {GPU: 1}}}]}}
+    e2e.core.create_namespaced_pod(NAMESPACE, pod)
+    try:
+        done = _wait_pod(e2e, name, NAMESPACE)
+        log = e2e.core.read_namespaced_pod_log(name, NAMESPACE)
+        assert done.status.phase == "Succeeded", "%s\n%s" % (done.status, log)
+        seen = json.loads(log.strip().splitlines()[-1])
+        # what the kubelet allocated, and the plugin's answer, as the kubelet checkpointed them
+        checkpoint = json.loads(_docker("exec", PASSING, "cat", CHECKPOINT).stdout)["Data"]
+        [entry] = [e for e in checkpoint["PodDeviceEntries"] if e["PodUID"] == done.metadata.uid]
+        assert entry["ResourceName"] == GPU and entry["ContainerName"] == "cuda", entry
+        allocated = [d for ids in entry["DeviceIDs"].values() for d in ids]
+        answer = base64.b64decode(entry["AllocResp"])
+        gpu = _profile(PASSING)["devices"][0]
+        assert allocated == [gpu["uuid"]], allocated  # deviceIDStrategy uuid
+        assert b"NVIDIA_VISIBLE_DEVICES" in answer and gpu["uuid"].encode() in answer, answer
+        assert seen["env"]["NVIDIA_VISIBLE_DEVICES"] == gpu["uuid"], seen["env"]  # the answer, not the image's "all"
+        minors = [d for d in seen["devices"] if re.fullmatch(r"/dev/nvidia[0-9]+", d)]
+        assert minors == ["/dev/nvidia%d" % gpu["minor_number"]], seen["devices"]
+        assert "/dev/nvidiactl" in seen["devices"], seen["devices"]
+        assert seen["gpus"] == [{"uuid": gpu["uuid"], "minor": gpu["minor_number"]}], seen["gpus"]
+        assert seen["driver"] == _profile(PASSING)["driver_version"], seen["driver"]
+        # the library NVML came from is a file NVIDIA's runtime bind-mounted (a mount point in the container)
+        assert len(seen["libs"]) == 1 and seen["libs"][0] == seen["lib1"], seen
+        assert seen["lib1"] in seen["mounts"], (seen["lib1"], [m for m in seen["mounts"] if "nvidia" in m])
+        assert seen["lib1"].endswith("libnvidia-ml.so." + seen["driver"]), seen["lib1"]
+    finally:
+        e2e.core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+
+
+# --- DaemonSet changes the collection makes, as the kubelet runs them (issue 24, section 7) -----------------------------
+# What NVIDIA's chart (k8s-device-plugin deployments/helm/nvidia-device-plugin) does for each:
+# - config: the plugin's config.yaml from a ConfigMap (templates/configmap.yml, CONFIG_FILE); the collection writes its
+#   flags (deviceListStrategy, deviceIDStrategy) there and rolls the pods by a hash in the pod template
+#   (templates/_helpers.tpl podAnnotations "checksum/config");
+# - security context: templates/_helpers.tpl "nvidia-device-plugin.securityContext": capabilities add SYS_ADMIN when
+#   "requiresCapSysAdmin" (a MIG strategy other than none, or volume-mounts among the device list strategies), else
+#   allowPrivilegeEscalation false and every capability dropped;
+# - host paths: templates/daemonset-device-plugin.yml mounts the driver root (nvidiaDriverRoot, hostPath type
+#   Directory) read-only at /driver-root and the host's /var/run/cdi (DirectoryOrCreate) at /var/run/cdi;
+# - placement: values.yaml nodeSelector ({} by default) and affinity (nvidia.com/gpu.present In true, or NFD's
+#   pci-10de label); the collection selects with nodeSelector (node_selector), and the chart's affinity is its
+#   config-label affinity;
+# - tolerations: values.yaml, CriticalAddonsOnly Exists and nvidia.com/gpu Exists NoSchedule (the collection's
+#   default, DEFAULT_TOLERATIONS); the option replaces them.
+PLUGIN_CTR = "nvidia-device-plugin-ctr"
+HERE_LABEL = "kubegpu.e2e/plugin-here"
+DEDICATED_TAINT = "kubegpu.e2e/dedicated"
+
+
+def _plugin_container(node, pod):
+    """The OCI spec containerd holds for the plugin container of ``pod`` (read in the node with ``ctr``), and its id."""
+    [status] = [s for s in pod.status.container_statuses or [] if s.name == PLUGIN_CTR]
+    assert status.container_id and status.state.running, status
+    container_id = status.container_id.split("://", 1)[1]
+    info = json.loads(_docker("exec", node, "ctr", "-n", "k8s.io", "containers", "info", container_id).stdout)
+    return info["Spec"], container_id
+
+
+def _mounts(spec):
+    return {m["destination"]: m for m in spec.get("mounts") or []}
+
+
+def _kubelet_pods(sandbox, node):
+    """The pods the node's kubelet itself runs (its /pods through the API server's node proxy), name to phase."""
+    response = sandbox.core.api_client.call_api("/api/v1/nodes/{name}/proxy/pods", "GET", path_params={"name": node},
+                                                auth_settings=["BearerToken"], _preload_content=False,
+                                                _return_http_data_only=True)
+    return {p["metadata"]["name"]: p.get("status", {}).get("phase") for p in json.loads(response.data)["items"]}
+
+
+def _running_plugin_containers(node):
+    """Plugin containers running in the node's containerd (what runc runs, whatever the API server says)."""
+    done = _docker("exec", node, "ctr", "-n", "k8s.io", "tasks", "list")
+    running = {line.split()[0] for line in done.stdout.splitlines()[1:] if line.split()[-1:] == ["RUNNING"]}
+    listed = _docker("exec", node, "ctr", "-n", "k8s.io", "containers", "list", "-q",
+                     "labels.\"io.kubernetes.container.name\"==" + PLUGIN_CTR).stdout.split()
+    return sorted(running.intersection(listed))
+
+
+def _wait(what, predicate, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "%s not seen within %d s" % (what, timeout)
+        time.sleep(1)
+
+
+def test_config_security_context_and_host_paths_the_collection_changes_reach_the_kubelet(e2e, plugin):
+    """device_plugin_deploy with the device list strategies volume-mounts and cdi-annotations and the index ID
+    strategy: the config changes (a new hash rolls the pods), the chart's security context for volume-mounts
+    (SYS_ADMIN in place of the hardened one) and its CDI host paths (the driver root at /driver-root, read-only, and
+    /var/run/cdi). On each node: a new pod that the kubelet started with that spec (containerd's OCI spec of its
+    container: the capability, no no_new_privs, the binds), and the plugin in it read the new config: it wrote its CDI
+    spec, devices named by index, through the host path into the node's /var/run/cdi."""
+    before = {}
+    for name in (PASSING, FAILING):
+        [pod] = e2e.plugin_pods(name)
+        spec, _ = _plugin_container(name, pod)
+        before[name] = pod.metadata.uid
+        # the hardened context the collection gives by default: no capability at all, no privilege escalation
+        assert spec["process"]["capabilities"].get("effective") in (None, []), spec["process"]["capabilities"]
+        assert spec["process"].get("noNewPrivileges") is True, spec["process"]
+        assert "/driver-root" not in _mounts(spec) and "/var/run/cdi" not in _mounts(spec), sorted(_mounts(spec))
+    changed = e2e.deploy(device_list_strategy=["volume-mounts", "cdi-annotations"], device_id_strategy="index",
+                         expected={PASSING: {GPU: 1}, FAILING: {GPU: 1}})
+    assert changed["changed"] is True and changed["config_hash"] != plugin["config_hash"], changed
+    for name in (PASSING, FAILING):
+        [pod] = e2e.plugin_pods(name)
+        assert pod.metadata.uid != before[name], "%s: the plugin pod was not restarted" % name
+        assert pod.metadata.annotations.get("kubegpu.cluster/config-hash") == changed["config_hash"]
+        assert pod.metadata.name in _kubelet_pods(e2e, name)
+        spec, container_id = _plugin_container(name, pod)
+        assert "CAP_SYS_ADMIN" in spec["process"]["capabilities"].get("effective", []), spec["process"]["capabilities"]
+        assert not spec["process"].get("noNewPrivileges"), spec["process"]
+        mounts = _mounts(spec)
+        assert mounts.get("/driver-root", {}).get("source") == "/", sorted(mounts)  # nvidia_driver_root's default
+        assert "ro" in mounts["/driver-root"].get("options", []), mounts["/driver-root"]
+        assert mounts.get("/var/run/cdi", {}).get("source") == "/var/run/cdi", sorted(mounts)
+        assert "rw" in mounts["/var/run/cdi"].get("options", []), mounts["/var/run/cdi"]
+        # what the plugin wrote in its container's /var/run/cdi is in the node's: the bind is real, and the spec's
+        # device names are the config's index strategy (the ConfigMap the kubelet mounted)
+        written = json.loads(_docker("exec", name, "cat", "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json").stdout)
+        assert written["kind"] == "k8s.device-plugin.nvidia.com/gpu", written.get("kind")
+        assert sorted(d["name"] for d in written["devices"]) == ["0"], [d["name"] for d in written["devices"]]
+        log = e2e.core.read_namespaced_pod_log(pod.metadata.name, NAMESPACE)
+        assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in log, log
+        print("%s: plugin container %s, mounts %s" % (name, container_id[:12], sorted(mounts)))
+
+
+def test_a_node_selector_and_a_toleration_the_collection_sets_place_the_plugin_where_the_kubelet_runs_it(e2e, plugin):
+    """A NoExecute taint of the test's own on the h100 node takes its plugin off (the DaemonSet's pods do not tolerate
+    it); device_plugin_deploy then adds a toleration of it and narrows the node selector to a label only the h100 node
+    has. The h100 node's kubelet runs the plugin again, under the taint, and registers its GPU; the gtx1060 node's
+    kubelet stops its plugin (no plugin container runs in its containerd) and reports allocatable 0."""
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nvidia  # pylint: disable=import-outside-toplevel
+    dedicated = {"key": DEDICATED_TAINT, "value": "gpu", "effect": "NoExecute"}
+    taints = [t.to_dict() for t in e2e.core.read_node(PASSING).spec.taints or []]
+    e2e.core.patch_node(PASSING, {"metadata": {"labels": {HERE_LABEL: "true"}}, "spec": {"taints": taints + [dedicated]}})
+    try:
+        _wait("%s: the plugin pod evicted by the NoExecute taint" % PASSING,
+              lambda: not e2e.plugin_pods(PASSING) and not _running_plugin_containers(PASSING))
+        tolerations = list(nvidia.DEFAULT_TOLERATIONS) + [{"key": DEDICATED_TAINT, "operator": "Exists",
+                                                           "effect": "NoExecute"}]
+        placed = e2e.deploy(node_selector={NODE_LABEL: "true", HERE_LABEL: "true"}, tolerations=tolerations,
+                            expected={PASSING: {GPU: 1}})
+        assert placed["changed"] is True, placed
+        ds = e2e.apps.read_namespaced_daemon_set(PLUGIN_DS, NAMESPACE)
+        assert ds.status.desired_number_scheduled == 1, ds.status
+        # the h100 node: a plugin pod runs under the taint (the toleration), in its kubelet and its containerd
+        [pod] = e2e.plugin_pods(PASSING)
+        assert _kubelet_pods(e2e, PASSING).get(pod.metadata.name) == "Running"
+        assert len(_running_plugin_containers(PASSING)) == 1
+        assert e2e.allocatable(PASSING) == 1
+        # the gtx1060 node: the selector took its plugin away
+        _wait("%s: no plugin container left" % FAILING,
+              lambda: not e2e.plugin_pods(FAILING) and not _running_plugin_containers(FAILING))
+        assert not [p for p in _kubelet_pods(e2e, FAILING) if p.startswith(PLUGIN_DS)], _kubelet_pods(e2e, FAILING)
+        _watch_node(e2e, FAILING, lambda n: _gpus(n) == 0, "allocatable %s 0 once the selector left it out" % GPU)
+    finally:
+        e2e.core.patch_node(PASSING, {"metadata": {"labels": {HERE_LABEL: None}}, "spec": {"taints": taints or None}})
 
 
 def test_a_time_slicing_config_the_collection_rolls_out_is_what_the_kubelet_advertises(e2e, plugin):
