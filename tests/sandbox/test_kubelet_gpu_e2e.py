@@ -55,9 +55,12 @@ from node_container import NodeContainer, docker_checked as _docker, nodes_play
 from setup_steps import missing_setup
 
 ROOT = Path(__file__).resolve().parents[2]
-OWNER_LABEL = "kubegpu.e2e"
+# KUBEGPU_E2E_OWNER_LABEL and KUBEGPU_E2E_PREFIX: another owner label and name prefix for the containers, so that a
+# second run on the same machine (a worktree's, beside `make test`) neither takes nor removes this one's
+OWNER_LABEL = os.environ.get("KUBEGPU_E2E_OWNER_LABEL", "kubegpu.e2e")
+PREFIX = os.environ.get("KUBEGPU_E2E_PREFIX", "e2e-")
 NODE_IMAGE_REPO = os.environ.get("KUBEGPU_E2E_NODE_IMAGE", "kubegpu/node")
-PASSING, FAILING = "e2e-h100", "e2e-gtx1060"
+PASSING, FAILING = PREFIX + "h100", PREFIX + "gtx1060"
 FLEET = [{"name": PASSING, "variant": "gpu", "profile": "h100"},
          {"name": FAILING, "variant": "gpu", "profile": "gtx1060"}]
 NODE_LABEL = "kubegpu.e2e/gpu-node"  # the plugin's node selector: only this module's nodes
@@ -533,13 +536,15 @@ def test_config_security_context_and_host_paths_the_collection_changes_reach_the
         mounts = _mounts(spec)
         assert mounts.get("/driver-root", {}).get("source") == "/", sorted(mounts)  # nvidia_driver_root's default
         assert "ro" in mounts["/driver-root"].get("options", []), mounts["/driver-root"]
-        assert mounts.get("/var/run/cdi", {}).get("source") == "/var/run/cdi", sorted(mounts)
+        # containerd resolves the host path's symbolic links (the node's /var/run is /run)
+        assert mounts.get("/var/run/cdi", {}).get("source") in ("/var/run/cdi", "/run/cdi"), sorted(mounts)
         assert "rw" in mounts["/var/run/cdi"].get("options", []), mounts["/var/run/cdi"]
         # what the plugin wrote in its container's /var/run/cdi is in the node's: the bind is real, and the spec's
         # device names are the config's index strategy (the ConfigMap the kubelet mounted)
         written = json.loads(_docker("exec", name, "cat", "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json").stdout)
         assert written["kind"] == "k8s.device-plugin.nvidia.com/gpu", written.get("kind")
-        assert sorted(d["name"] for d in written["devices"]) == ["0"], [d["name"] for d in written["devices"]]
+        names = [d["name"] for d in written["devices"]]
+        assert [n for n in names if n != "all"] == ["0"], names  # nvidia-ctk adds "all"; uuid would name GPU-...
         log = e2e.core.read_namespaced_pod_log(pod.metadata.name, NAMESPACE)
         assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in log, log
         print("%s: plugin container %s, mounts %s" % (name, container_id[:12], sorted(mounts)))
