@@ -409,17 +409,18 @@ def _wait_pod(sandbox, name, namespace, phases=("Succeeded", "Failed"), timeout=
 
 
 def test_a_gpu_pod_gets_its_gpu_and_the_fake_nvml_through_nvidia_runtime(e2e, plugin):
-    """A pod asking for one nvidia.com/gpu on the h100 node: inside its container, NVIDIA_VISIBLE_DEVICES is what the
-    plugin answered the kubelet's Allocate (the kubelet's own checkpoint of that answer), the device node of exactly
-    that GPU is there, and the NVML the process loads is the node's fake NVML, bind-mounted by NVIDIA's runtime (the
-    image has none), answering with that GPU's UUID and the node's driver version."""
+    """A pod asking for one nvidia.com/gpu on the h100 node: the plugin answered the kubelet's Allocate with that GPU's
+    UUID in NVIDIA_VISIBLE_DEVICES (the kubelet's own checkpoint of the answer); inside the container NVIDIA's runtime
+    has turned it into CDI edits (NVIDIA_VISIBLE_DEVICES is then "void"), the device node of exactly that GPU is there,
+    and the NVML the process loads is the node's fake NVML, bind-mounted by the runtime (the image has none),
+    answering with that GPU's UUID and the node's driver version."""
     from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nvidia  # pylint: disable=import-outside-toplevel
     name = "gpu-pod"
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE},
            "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": PASSING},
                     "containers": [{"name": "cuda", "image": nvidia.default_image(), "imagePullPolicy": "IfNotPresent",
                                     "command": ["python3", "-c", GPU_POD_SCRIPT],
-                                    "resources": {"limits": {GPU: 1}}}]}}
+                                    "resources": {"limits": {GPU: "1"}}}]}}
     e2e.core.create_namespaced_pod(NAMESPACE, pod)
     try:
         done = _wait_pod(e2e, name, NAMESPACE)
@@ -435,7 +436,10 @@ def test_a_gpu_pod_gets_its_gpu_and_the_fake_nvml_through_nvidia_runtime(e2e, pl
         gpu = _profile(PASSING)["devices"][0]
         assert allocated == [gpu["uuid"]], allocated  # deviceIDStrategy uuid
         assert b"NVIDIA_VISIBLE_DEVICES" in answer and gpu["uuid"].encode() in answer, answer
-        assert seen["env"]["NVIDIA_VISIBLE_DEVICES"] == gpu["uuid"], seen["env"]  # the answer, not the image's "all"
+        # NVIDIA's runtime turned the plugin's answer into CDI edits of the container (jit-cdi) and, as the common edits
+        # of every spec it generates, set NVIDIA_VISIBLE_DEVICES=void, so that nothing injects devices a second time
+        # (nvidia-container-toolkit v1.20.0 pkg/nvcdi/wrapper.go GetCommonEdits): neither the answer nor the image's "all"
+        assert seen["env"]["NVIDIA_VISIBLE_DEVICES"] == "void", seen["env"]
         minors = [d for d in seen["devices"] if re.fullmatch(r"/dev/nvidia[0-9]+", d)]
         assert minors == ["/dev/nvidia%d" % gpu["minor_number"]], seen["devices"]
         assert "/dev/nvidiactl" in seen["devices"], seen["devices"]
@@ -484,10 +488,9 @@ def _mounts(spec):
 
 def _kubelet_pods(sandbox, node):
     """The pods the node's kubelet itself runs (its /pods through the API server's node proxy), name to phase."""
-    response = sandbox.core.api_client.call_api("/api/v1/nodes/{name}/proxy/pods", "GET", path_params={"name": node},
-                                                auth_settings=["BearerToken"], _preload_content=False,
-                                                _return_http_data_only=True)
-    return {p["metadata"]["name"]: p.get("status", {}).get("phase") for p in json.loads(response.data)["items"]}
+    raw = sandbox.core.connect_get_node_proxy_with_path(node, "pods", _preload_content=False)
+    body = raw.data if hasattr(raw, "data") else raw  # the HTTP response (its body as bytes), or the text
+    return {p["metadata"]["name"]: p.get("status", {}).get("phase") for p in json.loads(body)["items"] or []}  # null when none
 
 
 def _running_plugin_containers(node):
