@@ -570,18 +570,18 @@ def test_a_node_selector_and_a_toleration_the_collection_sets_place_the_plugin_w
         placed = e2e.deploy(node_selector={NODE_LABEL: "true", HERE_LABEL: "true"}, tolerations=tolerations,
                             expected={PASSING: {GPU: 1}})
         assert placed["changed"] is True, placed
-        ds = e2e.apps.read_namespaced_daemon_set(PLUGIN_DS, NAMESPACE)
-        assert ds.status.desired_number_scheduled == 1, ds.status
-        # the h100 node: a plugin pod runs under the taint (the toleration), in its kubelet and its containerd
-        [pod] = e2e.plugin_pods(PASSING)
-        assert _kubelet_pods(e2e, PASSING).get(pod.metadata.name) == "Running"
-        assert len(_running_plugin_containers(PASSING)) == 1
+        # the h100 node: a plugin pod runs under the taint (the toleration), in its containerd and its kubelet
+        assert len(_running_plugin_containers(PASSING)) == 1, "%s: no plugin container runs" % PASSING
+        running = [n for n, phase in _kubelet_pods(e2e, PASSING).items() if n.startswith(PLUGIN_DS) and phase == "Running"]
+        assert running == [p.metadata.name for p in e2e.plugin_pods(PASSING)], running
         assert e2e.allocatable(PASSING) == 1
         # the gtx1060 node: the selector took its plugin away
         _wait("%s: no plugin container left" % FAILING,
               lambda: not e2e.plugin_pods(FAILING) and not _running_plugin_containers(FAILING))
         assert not [p for p in _kubelet_pods(e2e, FAILING) if p.startswith(PLUGIN_DS)], _kubelet_pods(e2e, FAILING)
         _watch_node(e2e, FAILING, lambda n: _gpus(n) == 0, "allocatable %s 0 once the selector left it out" % GPU)
+        ds = e2e.apps.read_namespaced_daemon_set(PLUGIN_DS, NAMESPACE)
+        assert ds.status.desired_number_scheduled == 1, ds.status
     finally:
         e2e.core.patch_node(PASSING, {"metadata": {"labels": {HERE_LABEL: None}}, "spec": {"taints": taints or None}})
 
