@@ -519,7 +519,7 @@ def test_config_security_context_and_host_paths_the_collection_changes_reach_the
     before = {}
     for name in (PASSING, FAILING):
         [pod] = e2e.plugin_pods(name)
-        spec, _ = _plugin_container(name, pod)
+        spec = _plugin_container(name, pod)[0]
         before[name] = pod.metadata.uid
         # the hardened context the collection gives by default: no capability at all, no privilege escalation
         assert spec["process"]["capabilities"].get("effective") in (None, []), spec["process"]["capabilities"]
