@@ -10,6 +10,8 @@ binary containerd's configuration names for the runtime (``containerd config dum
 h100 also with ``docker run``, docker's default runtime made nvidia by the same module.
 
 Proves (sandbox/fakenvml/README.md, "In containers"):
+- NVIDIA's CDI generator makes from the fake NVML a spec of the shape it made on a real H200 (the record of
+  tests/realgpu/test_real_runtime.py): the same device names, GPU device nodes and hooks;
 - the runtime's mode ``auto`` resolves to ``jit-cdi`` (its own log says so) and the container gets /dev/nvidia<minor>,
   /dev/nvidiactl and the fake libnvidia-ml.so.1, whose nvmlInit works there: the proof reads the driver's CUDA version
   and names the GPU and its device node;
@@ -47,6 +49,8 @@ VECTORADD = ["[Vector addition of 50000 elements]",
              "Copy output data from the CUDA device to the host memory",
              "Test PASSED",
              "Done"]
+# What NVIDIA's CDI generator made on a real H200 (tests/realgpu/test_real_runtime.py, recorded by tests/realgpu/record.sh)
+REAL_RECORD = os.path.join(ROOT, "tests", "fixtures", "realgpu", "h200-580.159.04-runtime.json")
 PLAY = """
 - hosts: all
   gather_facts: false
@@ -183,9 +187,39 @@ class RuntimeNode(NodeContainer):
         return self.run("cat /var/log/nvidia-container-runtime.log; : > /var/log/nvidia-container-runtime.log")
 
 
+def cdi_shape(spec):
+    """What a spec of ``nvidia-ctk cdi generate --mode nvml`` is made of, without the machine's own names: the kinds of
+    device names, each GPU's device nodes (path without the minor, major), the common device nodes, the hooks and the
+    driver libraries mounted (their names without the driver version)."""
+    mounts = [m["containerPath"] for m in spec["containerEdits"].get("mounts", [])]
+    driver = next(re.sub(r".*libnvidia-ml[.]so[.]", "", m) for m in mounts if "/libnvidia-ml.so." in m)
+    gpus = [d for d in spec["devices"] if d["name"] != "all"]
+    return {
+        "names": sorted("all" if d["name"] == "all" else "uuid" if d["name"].startswith(("GPU-", "MIG-")) else "index"
+                        for d in spec["devices"]),
+        "gpu_nodes": sorted({(n["path"].rstrip("0123456789"), n.get("major")) for d in gpus
+                             for n in d["containerEdits"].get("deviceNodes", [])}),
+        "common_nodes": sorted(n["path"] for n in spec["containerEdits"].get("deviceNodes", [])),
+        "hooks": sorted({[a for a in h["args"] if a != "hook"][1] for h in spec["containerEdits"].get("hooks", [])}),
+        "libraries": sorted({os.path.basename(m)[:-len("." + driver)] for m in mounts
+                             if os.path.basename(m).startswith("lib") and m.endswith(".so." + driver)}),
+    }
+
+
 def test_proof_passes_on_h100_through_nvidia_runtime_in_jit_cdi_mode(built, tmp_path):
     with RuntimeNode("h100", built) as node:
         runc = node.configure(tmp_path)
+        # the CDI spec NVIDIA's generator makes from the fake NVML (what the jit-cdi mode and the device plugin use)
+        # next to the one it made on a real H200
+        with open(REAL_RECORD, encoding="utf-8") as handle:
+            real = cdi_shape(json.load(handle)["cdi_generate_nvml"])
+        fake = cdi_shape(json.loads(node.run("nvidia-ctk cdi generate --mode nvml --format json 2>/dev/null")))
+        # the same device names, GPU device nodes and hooks; the driver's files: the fake ships NVML alone, a real
+        # driver also libcuda and the graphics, video and compute libraries (all named in the record); nvidia-modeset is
+        # there where the driver's modeset module is loaded (the node images make it; the H200 machine had none)
+        assert {k: fake[k] for k in ("names", "gpu_nodes", "hooks")} == {k: real[k] for k in ("names", "gpu_nodes", "hooks")}
+        assert sorted(set(fake["common_nodes"]) - {"/dev/nvidia-modeset"}) == real["common_nodes"], (fake, real)
+        assert fake["libraries"] == ["libnvidia-ml.so"] and set(fake["libraries"]) <= set(real["libraries"]), fake
         rc, out, err = node.ctr_run("NVIDIA_VISIBLE_DEVICES=all", runc)
         assert rc == 0, out + err
         assert out.splitlines() == VECTORADD

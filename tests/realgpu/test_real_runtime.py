@@ -8,8 +8,8 @@ Not collected by ``make test``: run on a machine with an NVIDIA driver by tests/
 is a stand-in that saves the OCI spec NVIDIA's runtime hands it, which is what a container would be started with.
 
 The sandbox's counterparts: tests/integration/test_nvidia_runtime.py (the runtime and the proof on node containers),
-tests/sandbox/test_standin_deviceplugin.py (the plugin with kubeletcheck); tests/sandbox/test_real_gpu_runtime_record.py
-holds the fake's CDI spec to the one recorded here.
+tests/sandbox/test_standin_deviceplugin.py (the plugin with kubeletcheck). tests/integration/test_nvidia_runtime.py holds
+the fake's CDI spec to the one recorded here (tests/fixtures/realgpu/h200-580.159.04-runtime.json).
 """
 
 import json
