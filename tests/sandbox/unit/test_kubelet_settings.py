@@ -27,14 +27,6 @@ def test_fleet_opt_in_and_switch():
         cluster.select(FLEET, "a,x")
 
 
-def test_a_fleet_node_can_be_another_container():
-    # molecule's platforms: the container md-a registers as the fleet node a (a site whose host and node names differ)
-    chosen = cluster.select(FLEET, "a=md-a,c")
-    assert [(n["name"], cluster.container_of(n), n["index"]) for n in chosen] == [("a", "md-a", 1), ("c", "c", 3)]
-    with pytest.raises(ValueError, match="not fleet nodes: md-a"):
-        cluster.select(FLEET, "md-a=a")
-
-
 def test_the_shipped_fleet_has_no_kubelet_node_yet():
     # the switch to kubelet nodes is the lead's, after every slice of issue 24 is merged
     assert cluster.select(nodes.load_fleet()) == []
@@ -43,6 +35,14 @@ def test_the_shipped_fleet_has_no_kubelet_node_yet():
 def test_kubelet_nodes_get_no_kwok_node():
     names = [m["metadata"]["name"] for m in nodes.fleet_manifests("1.36.3", skip={"kg-t4"})]
     assert "kg-t4" not in names and "kg-v100" in names
+
+
+def test_a_fleet_node_can_be_another_container():
+    # molecule's platforms: the container md-a registers as the fleet node a (a site whose host and node names differ)
+    chosen = cluster.select(FLEET, "a=md-a,c")
+    assert [(n["name"], cluster.container_of(n), n["index"]) for n in chosen] == [("a", "md-a", 1), ("c", "c", 3)]
+    with pytest.raises(ValueError, match="not fleet nodes: md-a"):
+        cluster.select(FLEET, "md-a=a")
 
 
 def test_labels_mark_fleet_role_and_kubelet():
