@@ -517,7 +517,7 @@ def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fl
             from sandbox.kubelet import cluster as kubelets  # pylint: disable=import-outside-toplevel
             state["kubelet"] = kubelets.start(layout, state, kubelet_nodes, timeout,
                                               lambda name, cmd: _launch(layout, state, name, cmd, env),
-                                              gpu_taint=gpu_taint, fleet=fleet)
+                                              gpu_taint=gpu_taint, fleet=fleet, mig_state_dir=mig_state_dir)
     except BaseException:
         _down(layout, quiet=True)
         raise

@@ -50,9 +50,23 @@ def _constants(vendor):
     return module
 
 
+def _nanogpu_constants():
+    """_nanogpu/constants.py imports the collection's _nvidia constants as a package: through the collection link
+    ``make venv`` makes (sandbox/nanogpu does the same)."""
+    sys.path.insert(0, ROOT)
+    from sandbox.nanogpu import C  # pylint: disable=import-outside-toplevel
+    return C
+
+
+# NVIDIA's runtime gives a container NVML only when its image asks (as NVIDIA's own images do): nano-gpu's agent counts
+# the GPUs through NVML and its pods set none of these (deploy/nano-gpu-agent.yaml)
+_NVML_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
+
+
 def image_table():
     """Every stand-in image: ``{name, tag, stands_in_for, entrypoint, cmd, workdir[, env]}``."""
     nvidia, nfd, amd, intel = (_constants(v) for v in ("_nvidia", "_nfd", "_amd", "_intel"))
+    nanogpu = _nanogpu_constants()
     return [
         {"name": "nvidia-device-plugin", "tag": nvidia.default_image(),
          "stands_in_for": "NVIDIA k8s-device-plugin (nvidia-device-plugin, gpu-feature-discovery, mps-control-daemon)",
@@ -73,6 +87,12 @@ def image_table():
         {"name": "intel-gpu-plugin", "tag": intel.default_image(),
          "stands_in_for": "Intel GPU device plugin (intel_gpu_device_plugin)",
          "entrypoint": ["/usr/local/bin/intel_gpu_device_plugin"], "cmd": None, "workdir": None},
+        {"name": "nano-gpu-agent", "tag": nanogpu.agent_image(),
+         "stands_in_for": "nano-gpu's agent (nano-gpu-agent, its installer install.sh)", "entrypoint": None,
+         "cmd": [nanogpu.AGENT_COMMAND], "workdir": None, "env": dict(_NVML_ENV)},
+        {"name": "nano-gpu-scheduler", "tag": nanogpu.scheduler_image(),
+         "stands_in_for": "nano-gpu's scheduler extender (nano-gpu-scheduler)", "entrypoint": None,
+         "cmd": [nanogpu.SCHEDULER_COMMAND], "workdir": None},
     ]
 
 
