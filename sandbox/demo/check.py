@@ -19,6 +19,9 @@ per fleet node:
   release, before that a driver of at least the image's CUDA version;
   https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html). ``expect`` is ``pass``,
   ``fail`` (with ``message``, CUDA's error) or null (no NVIDIA profile: nothing for this rule to say).
+* ``simulator_status_patches``: how many times the device-manager simulator's log says it patched the node's status
+  (capacity/allocatable: ``node <name>: ... patching status``); on a kubelet node it must be 0, every resource there is
+  the kubelet's. The log is the sandbox's (``<kubeconfig's directory>/k8s/logs/devsim.log``, or ``--devsim-log``).
 * ``labels_simulated``: whether GFD's and NFD's labels on the node come from the device-manager simulator (every kwok
   node, and kubelet nodes carrying ``sandbox.kubegpu.io/simulated``; sandbox/kubelet/README.md).
 """
@@ -107,10 +110,16 @@ def _waiting_reason(pod) -> str:
     return pod.status.reason or pod.status.phase or "unknown"
 
 
-def node_report(core, name: str, profile, image: str) -> dict:
+def status_patches(log_text: str, name: str) -> int:
+    """The simulator's status patches of node ``name`` in its log (watcher.py, nanogpu.py, vendors.py log each)."""
+    return len(re.findall(r"^.*\bnode %s: .*patching status" % re.escape(name), log_text, re.M))
+
+
+def node_report(core, name: str, profile, image: str, devsim_log: str = "") -> dict:
     from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
     out = {"kind": None, "kubelet_healthz": None, "plugin": None, "pods": {}, "not_running": {},
-           "proof_expect": expectation(profile, image), "labels_simulated": None}
+           "proof_expect": expectation(profile, image), "labels_simulated": None,
+           "simulator_status_patches": status_patches(devsim_log, name)}
     try:
         node = core.read_node(name)
     except ApiException as exc:
@@ -154,13 +163,18 @@ def main(argv=None) -> int:
     parser.add_argument("--fleet", default=str(ROOT / "sandbox" / "fleet.yml"))
     parser.add_argument("--profiles", default=str(ROOT / "sandbox" / "profiles"))
     parser.add_argument("--constants", default=str(CONSTANTS))
+    parser.add_argument("--devsim-log", help="the device-manager simulator's log (default: the sandbox's beside the "
+                                             "kubeconfig, <its directory>/k8s/logs/devsim.log)")
     args = parser.parse_args(argv)
+    log_path = Path(args.devsim_log) if args.devsim_log else Path(args.kubeconfig).parent / "k8s" / "logs" / "devsim.log"
+    devsim_log = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
     from kubernetes import client, config  # pylint: disable=import-outside-toplevel
     core = client.CoreV1Api(config.new_client_from_config(config_file=args.kubeconfig))
     with open(args.fleet, encoding="utf-8") as handle:
         fleet = (yaml.safe_load(handle) or {}).get("nodes") or []
     image = proof_image(Path(args.constants))
-    report = {n["name"]: node_report(core, n["name"], _profile(n, Path(args.profiles)), image) for n in fleet}
+    report = {n["name"]: node_report(core, n["name"], _profile(n, Path(args.profiles)), image, devsim_log)
+              for n in fleet}
     print(json.dumps(report, sort_keys=True))
     return 0
 

@@ -66,3 +66,12 @@ def test_fleet_kubelet_nodes_with_a_profile_say_their_labels_are_simulated(tmp_p
     # the device-manager simulator keys its device-plugin part on kwok's annotation, never on these
     assert nodes.KWOK_ANNOTATION not in got
     assert cluster.simulated_annotations({"name": "kg-cpu", "variant": "base"}) == {}
+
+
+def test_the_simulators_status_patches_are_counted_per_node():
+    log = ("2026-11-27 06:00:00 devsim I node kg-t4: patching status {}\n"
+           "2026-11-27 06:00:01 devsim.nanogpu I node kg-t4: nano-gpu agent runs; patching status {}\n"
+           "2026-11-27 06:00:02 devsim I node kg-t40: patching status {}\n"
+           "2026-11-27 06:00:03 devsim I node kg-h100, pod a/b: plugin registered\n")
+    assert check.status_patches(log, "kg-t4") == 2
+    assert check.status_patches(log, "kg-h100") == 0
