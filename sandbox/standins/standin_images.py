@@ -64,7 +64,7 @@ _NVML_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "uti
 
 
 def image_table():
-    """Every stand-in image: ``{name, tag, stands_in_for, entrypoint, cmd, workdir[, env]}``."""
+    """Every stand-in image: ``{name, tag, stands_in_for, entrypoint, cmd, workdir[, env][, user]}``."""
     nvidia, nfd, amd, intel = (_constants(v) for v in ("_nvidia", "_nfd", "_amd", "_intel"))
     nanogpu = _nanogpu_constants()
     return [
@@ -77,7 +77,11 @@ def image_table():
                  "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}},
         {"name": "node-feature-discovery", "tag": "%s:%s" % (nfd.NFD_IMAGE_REPOSITORY, nfd.NFD_VERSION),
          "stands_in_for": "node-feature-discovery (nfd-master, nfd-worker, nfd-gc)",
-         "entrypoint": None, "cmd": [nfd.WORKER_PROGRAM], "workdir": None},
+         "entrypoint": None, "cmd": [nfd.WORKER_PROGRAM], "workdir": None,
+         # the chart's (and the collection's, _nfd/manifests.py SECURITY_CONTEXT) runAsNonRoot: true needs an image
+         # whose user is a non-root number, as NFD's own image is (its Dockerfile's last stage: USER 65534:65534);
+         # a kubelet refuses to start it as root ("container has runAsNonRoot and image will run as root")
+         "user": "65534:65534"},
         {"name": "amd-device-plugin", "tag": amd.default_image(),
          "stands_in_for": "ROCm k8s-device-plugin", "entrypoint": None,
          "cmd": [amd.PLUGIN_PROGRAM] + list(amd.PLUGIN_LOG_ARGS), "workdir": amd.LABELLER_WORKDIR},
@@ -175,6 +179,8 @@ def build(files, pins, table, want, build_dir, cache_dir, mirror):
         if item["workdir"]:
             lines.append("WORKDIR %s" % item["workdir"])
         lines += ["ENV %s=%s" % (k, json.dumps(v)) for k, v in sorted((item.get("env") or {}).items())]
+        if item.get("user"):
+            lines.append("USER %s" % item["user"])
         lines.append("ENTRYPOINT %s" % json.dumps(item["entrypoint"] or []))
         lines.append("CMD %s" % json.dumps(item["cmd"] or []))
         node_images.run(["docker", "build", "--network", "none", "-t", item["tag"], "-"],
