@@ -274,9 +274,17 @@ def provision(name: str, *, index: int, server: str, pki_dir: Path, labels: dict
     report["containerd_config"] = containerd
     report["images"] = load_images(name)
     # the loader unit ran above already when it is active; started here for the next boots' order
-    _exec(name, "sh", "-c", "systemctl start kubegpu-image-load.service && systemctl restart kubelet.service", timeout=120)
+    _exec(name, "sh", "-c", "systemctl start kubegpu-image-load.service && systemctl stop kubelet.service && rm -f %s "
+          "&& systemctl start kubelet.service" % " ".join(MANAGER_STATE_FILES), timeout=120)
     report["seconds"] = round(time.monotonic() - started, 1)
     return report
+
+
+# The CPU and memory managers' checkpoints (pkg/kubelet/cm/{cpumanager,memorymanager}/state). A fresh control plane
+# (sandbox-up) has no pods for the node, and the memory manager refuses to start when the machine's memory is not the
+# one it checkpointed ("the expected machine state is different from the real one", seen: this VM's MemTotal changes
+# between runs), so provisioning and the reset remove them, as `kubeadm reset` does.
+MANAGER_STATE_FILES = ("/var/lib/kubelet/cpu_manager_state", "/var/lib/kubelet/memory_manager_state")
 
 
 def reset(name: str) -> str:
