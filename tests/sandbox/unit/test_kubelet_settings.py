@@ -89,6 +89,7 @@ def test_containerd_keys_change_in_place(tmp_path):
     assert cri["sandbox_image"] == pause and cri["restrict_oom_score_adj"] is True
     assert cri["containerd"]["default_runtime_name"] == "nvidia" and "# kept" in text
     assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
+    assert cri["containerd"]["runtimes"]["runc"]["privileged_without_host_devices"] is True
 
 
 def test_inotify_limit_is_what_make_raises_it_to():
