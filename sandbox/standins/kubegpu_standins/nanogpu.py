@@ -27,7 +27,6 @@ import hashlib
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 from concurrent import futures
