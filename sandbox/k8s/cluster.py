@@ -440,7 +440,10 @@ def up(layout: Layout, timeout: float = 120.0, extra_nodes: int = 0, extra_profi
     """Start the sandbox (or return the state of the one already running).
 
     ``kubelet_nodes``: node containers that get a real kubelet instead of a kwok node (sandbox/kubelet), dicts with
-    name, variant and index (their pod subnet); None: the fleet's nodes marked ``kubelet: true`` when ``fleet``."""
+    name, variant and index (their pod subnet); None: none, every fleet node is a kwok node. The fleet's own choice
+    (``kubelet: true`` in fleet.yml, or ``--kubelet-nodes``) is the command line's (``make sandbox-up``: __main__.py
+    passes it): a test's control plane of its own (tests/conftest.py) never provisions the fleet's node containers,
+    which another stage may be using or which may not run at all."""
     with locked(layout, 2 * timeout + 60):
         return _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fleet, mig_state_dir, kubelet_nodes)
 
@@ -488,8 +491,7 @@ def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fl
         poll_until(*_health(layout, state, "etcd"), deadline, [etcd], layout=layout)
         poll_until(*_health(layout, state, "kube-apiserver"), deadline, [etcd, apiserver], layout=layout)
         if kubelet_nodes is None:
-            from sandbox.kubelet import cluster as kubelets  # pylint: disable=import-outside-toplevel
-            kubelet_nodes = kubelets.select(nodes_mod.load_fleet()) if fleet else []
+            kubelet_nodes = []
         manifests = (nodes_mod.fleet_manifests(versions["KUBE_VERSION"], gpu_taint, mig_state_dir=mig_state_dir,
                                                skip={n["name"] for n in kubelet_nodes})
                      if fleet else [])
@@ -517,7 +519,7 @@ def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fl
             from sandbox.kubelet import cluster as kubelets  # pylint: disable=import-outside-toplevel
             state["kubelet"] = kubelets.start(layout, state, kubelet_nodes, timeout,
                                               lambda name, cmd: _launch(layout, state, name, cmd, env),
-                                              gpu_taint=gpu_taint, fleet=fleet)
+                                              gpu_taint=gpu_taint, fleet=fleet, mig_state_dir=mig_state_dir)
     except BaseException:
         _down(layout, quiet=True)
         raise

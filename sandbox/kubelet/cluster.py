@@ -96,10 +96,45 @@ def _answers(host: str, port: int) -> bool:
         return False
 
 
-def start(layout, state: dict, nodes: list, timeout: float, launch, gpu_taint: bool = False, fleet: bool = True) -> dict:
+# What the device-manager simulator still does on a kubelet node, said on the node itself (sandbox/kubelet/README.md
+# "GFD and NFD labels on kubelet nodes"): GFD's and NFD's labels come from the profile annotation, not from a program
+# that read the node's NVML
+SIMULATED_ANNOTATION = "sandbox.kubegpu.io/simulated"
+SIMULATED_NOTE = ("gfd,nfd: the device-manager simulator writes GPU feature discovery's and node feature discovery's "
+                  "NodeFeature objects from this node's GPU profile (%s); their stand-in pods run and only wait")
+
+
+def simulated_annotations(node: dict, mig_state_dir=None) -> dict:
+    """The annotations a fleet kubelet node with a GPU profile gets once registered, so that the device-manager
+    simulator labels it as GFD and NFD would (it reads the profile from them, as on a kwok node); none without one.
+    Nothing of the simulator's device-plugin part follows from them: it keys on kwok's annotation."""
+    from sandbox.k8s import nodes as k8s_nodes  # pylint: disable=import-outside-toplevel
+    profile = node.get("profile")
+    if not profile:
+        return {}
+    out = {k8s_nodes.PROFILE_ANNOTATION: profile, SIMULATED_ANNOTATION: SIMULATED_NOTE % profile}
+    if mig_state_dir:
+        out[k8s_nodes.MIG_STATE_ANNOTATION] = str(Path(mig_state_dir).resolve() / node["name"] / k8s_nodes.MIG_STATE_FILE)
+    return out
+
+
+def annotate(layout, nodes: list, mig_state_dir=None) -> None:
+    """Write :func:`simulated_annotations` on each registered node (a merge patch; the kubelet keeps them)."""
+    from sandbox.k8s import cluster  # pylint: disable=import-outside-toplevel
+    client, api_client = cluster._api(layout)  # pylint: disable=protected-access
+    core = client.CoreV1Api(api_client)
+    for n in nodes:
+        wanted = simulated_annotations(n, mig_state_dir)
+        if wanted:
+            core.patch_node(n["name"], {"metadata": {"annotations": wanted}})
+
+
+def start(layout, state: dict, nodes: list, timeout: float, launch, gpu_taint: bool = False, fleet: bool = True,
+          mig_state_dir=None) -> dict:
     """Provision every node of ``nodes`` (dicts with name, variant, index) as a kubelet node of the sandbox whose
     ``state`` is given, and wait (a watch, at most ``timeout`` seconds) until each is Ready. ``launch(name, argv)``
-    starts and records a sandbox process (the relay). Returns a report per node."""
+    starts and records a sandbox process (the relay). Fleet nodes with a GPU profile then get
+    :func:`simulated_annotations`. Returns a report per node."""
     from sandbox.k8s import cluster  # pylint: disable=import-outside-toplevel
     deadline = time.monotonic() + timeout
     if inotify_limit() < INOTIFY_WANTED:
@@ -147,6 +182,8 @@ def start(layout, state: dict, nodes: list, timeout: float, launch, gpu_taint: b
         raise
     for report in reports.values():
         report["ready_wait_seconds"] = round(time.monotonic() - ready_from, 1)
+    if fleet:
+        annotate(layout, nodes, mig_state_dir)
     return reports
 
 

@@ -100,10 +100,14 @@ def kubelet_configuration(gpu_taint: bool = False) -> dict:
         "failSwapOn": False,
         "memorySwap": {"swapBehavior": "NoSwap"},
         # CPUs and memory handed out statically: Guaranteed pods with whole CPUs get CPUs of their own, as on GPU
-        # nodes that align CPUs with their GPUs. The policies need a reservation: CPU 0, and the eviction threshold's
-        # memory on NUMA node 0 (reservedMemory must add up to it)
+        # nodes that align CPUs with their GPUs. The policies need a reservation: 100m of CPU for the kubelet (the
+        # static policy keeps ceil(100m) = one whole CPU, CPU 0, out of exclusive use: pkg/kubelet/cm/cpumanager
+        # cpu_manager.go NewManager), and the eviction threshold's memory on NUMA node 0 (reservedMemory must
+        # add up to it). Allocatable CPU is then 1.9 on this 2-core host, not 1 (as with reservedSystemCPUs "0"): a
+        # Guaranteed pod of one whole CPU (nano-gpu's agent, as upstream deploys it) fits beside the pods that ask
+        # a little CPU (NFD's worker, 5m)
         "cpuManagerPolicy": "static",
-        "reservedSystemCPUs": "0",
+        "kubeReserved": {"cpu": "100m"},
         "memoryManagerPolicy": "Static",
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
                          "nodefs.inodesFree": "1%"},
@@ -272,9 +276,17 @@ def provision(name: str, *, index: int, server: str, pki_dir: Path, labels: dict
     report["containerd_config"] = containerd
     report["images"] = load_images(name)
     # the loader unit ran above already when it is active; started here for the next boots' order
-    _exec(name, "sh", "-c", "systemctl start kubegpu-image-load.service && systemctl restart kubelet.service", timeout=120)
+    _exec(name, "sh", "-c", "systemctl start kubegpu-image-load.service && systemctl stop kubelet.service && rm -f %s "
+          "&& systemctl start kubelet.service" % " ".join(MANAGER_STATE_FILES), timeout=120)
     report["seconds"] = round(time.monotonic() - started, 1)
     return report
+
+
+# The CPU and memory managers' checkpoints (pkg/kubelet/cm/{cpumanager,memorymanager}/state). A fresh control plane
+# (sandbox-up) has no pods for the node, and the memory manager refuses to start when the machine's memory is not the
+# one it checkpointed ("the expected machine state is different from the real one", seen: this VM's MemTotal changes
+# between runs), so provisioning and the reset remove them, as `kubeadm reset` does.
+MANAGER_STATE_FILES = ("/var/lib/kubelet/cpu_manager_state", "/var/lib/kubelet/memory_manager_state")
 
 
 def reset(name: str) -> str:

@@ -50,9 +50,23 @@ def _constants(vendor):
     return module
 
 
+def _nanogpu_constants():
+    """_nanogpu/constants.py imports the collection's _nvidia constants as a package: through the collection link
+    ``make venv`` makes (sandbox/nanogpu does the same)."""
+    sys.path.insert(0, ROOT)
+    from sandbox.nanogpu import C  # pylint: disable=import-outside-toplevel
+    return C
+
+
+# NVIDIA's runtime gives a container NVML only when its image asks (as NVIDIA's own images do): nano-gpu's agent counts
+# the GPUs through NVML and its pods set none of these (deploy/nano-gpu-agent.yaml)
+_NVML_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
+
+
 def image_table():
-    """Every stand-in image: ``{name, tag, stands_in_for, entrypoint, cmd, workdir[, env]}``."""
+    """Every stand-in image: ``{name, tag, stands_in_for, entrypoint, cmd, workdir[, env][, user]}``."""
     nvidia, nfd, amd, intel = (_constants(v) for v in ("_nvidia", "_nfd", "_amd", "_intel"))
+    nanogpu = _nanogpu_constants()
     return [
         {"name": "nvidia-device-plugin", "tag": nvidia.default_image(),
          "stands_in_for": "NVIDIA k8s-device-plugin (nvidia-device-plugin, gpu-feature-discovery, mps-control-daemon)",
@@ -63,7 +77,11 @@ def image_table():
                  "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}},
         {"name": "node-feature-discovery", "tag": "%s:%s" % (nfd.NFD_IMAGE_REPOSITORY, nfd.NFD_VERSION),
          "stands_in_for": "node-feature-discovery (nfd-master, nfd-worker, nfd-gc)",
-         "entrypoint": None, "cmd": [nfd.WORKER_PROGRAM], "workdir": None},
+         "entrypoint": None, "cmd": [nfd.WORKER_PROGRAM], "workdir": None,
+         # the chart's (and the collection's, _nfd/manifests.py SECURITY_CONTEXT) runAsNonRoot: true needs an image
+         # whose user is a non-root number, as NFD's own image is (its Dockerfile's last stage: USER 65534:65534);
+         # a kubelet refuses to start it as root ("container has runAsNonRoot and image will run as root")
+         "user": "65534:65534"},
         {"name": "amd-device-plugin", "tag": amd.default_image(),
          "stands_in_for": "ROCm k8s-device-plugin", "entrypoint": None,
          "cmd": [amd.PLUGIN_PROGRAM] + list(amd.PLUGIN_LOG_ARGS), "workdir": amd.LABELLER_WORKDIR},
@@ -73,6 +91,12 @@ def image_table():
         {"name": "intel-gpu-plugin", "tag": intel.default_image(),
          "stands_in_for": "Intel GPU device plugin (intel_gpu_device_plugin)",
          "entrypoint": ["/usr/local/bin/intel_gpu_device_plugin"], "cmd": None, "workdir": None},
+        {"name": "nano-gpu-agent", "tag": nanogpu.agent_image(),
+         "stands_in_for": "nano-gpu's agent (nano-gpu-agent, its installer install.sh)", "entrypoint": None,
+         "cmd": [nanogpu.AGENT_COMMAND], "workdir": None, "env": dict(_NVML_ENV)},
+        {"name": "nano-gpu-scheduler", "tag": nanogpu.scheduler_image(),
+         "stands_in_for": "nano-gpu's scheduler extender (nano-gpu-scheduler)", "entrypoint": None,
+         "cmd": [nanogpu.SCHEDULER_COMMAND], "workdir": None},
     ]
 
 
@@ -155,6 +179,8 @@ def build(files, pins, table, want, build_dir, cache_dir, mirror):
         if item["workdir"]:
             lines.append("WORKDIR %s" % item["workdir"])
         lines += ["ENV %s=%s" % (k, json.dumps(v)) for k, v in sorted((item.get("env") or {}).items())]
+        if item.get("user"):
+            lines.append("USER %s" % item["user"])
         lines.append("ENTRYPOINT %s" % json.dumps(item["entrypoint"] or []))
         lines.append("CMD %s" % json.dumps(item["cmd"] or []))
         node_images.run(["docker", "build", "--network", "none", "-t", item["tag"], "-"],

@@ -19,6 +19,16 @@ def pod_running(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") == "Running" and not (pod.get("metadata") or {}).get("deletionTimestamp")
 
 
+# kwok's nodes carry it (sandbox/k8s/nodes.py). A node without it has a real kubelet (sandbox/kubelet): its device
+# manager advertises what the agents' real containers register, so no simulator extension writes its status.
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+def kwok_node(node: dict) -> bool:
+    """Whether ``node`` (a Node object as the watch gives it) is a kwok node, whose kubelet the simulator plays."""
+    return ((node.get("metadata") or {}).get("annotations") or {}).get(KWOK_ANNOTATION) == "fake"
+
+
 def _rv(obj: dict) -> int:
     try:
         return int((obj.get("metadata") or {}).get("resourceVersion"))

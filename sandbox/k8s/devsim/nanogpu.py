@@ -8,6 +8,10 @@ agent registered: the agent counts the GPUs through NVML and lists 100 devices p
 nano-gpu-agent pkg/plugins/server.go NewNanoServer, pkg/common/const.go GPUPercentEachCard). When the pod goes, the
 resource goes too (at once; the kubelet first drops allocatable to 0).
 
+Only on kwok nodes: on a kubelet node (sandbox/kubelet) the agent's pod is a real container (the stand-in image,
+sandbox/standins ``nanoagent.py``) that registers ``nano-gpu/gpu-percent`` with the kubelet, and the kubelet
+advertises it; the simulator writes nothing there.
+
 Not simulated: the agent's Allocate/PreStartContainer (it reads the extender's ``nano-gpu/container-<name>``
 annotation and creates the GPU share), its installer's host changes, a profile whose NVML fails (it counts the
 profile's devices).
@@ -21,7 +25,7 @@ import posixpath
 
 from sandbox.nanogpu import C
 
-from .agents import NodeAgents
+from .agents import NodeAgents, kwok_node
 from .watcher import read_node_profile
 
 LOG = logging.getLogger("devsim.nanogpu")
@@ -61,8 +65,8 @@ class NanoGpuSimulator(NodeAgents):
 
     def reconcile(self, name):
         node = self.nodes.get(name)
-        if node is None:
-            return
+        if node is None or not kwok_node(node):
+            return  # a kubelet node's kubelet advertises what the agent's own container registered
         running = bool(self.pods_on(name))
         profile = read_node_profile(name, (node.get("metadata") or {}).get("annotations") or {}, self.sim.profiles_dir) \
             if running else None

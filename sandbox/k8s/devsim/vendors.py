@@ -16,6 +16,10 @@ The kubelet side, only where the vendor's pod runs, the way the real programs wo
   flags, after deleting every ``amd.com/*`` and ``beta.amd.com/*`` label (controller.go). It never removes its labels
   when it stops.
 
+Only on kwok nodes: a kubelet node (sandbox/kubelet) runs the vendors' pods for real and its kubelet advertises what
+they register, so the simulator writes nothing there (the fleet's AMD and Intel nodes are kwok nodes: the stand-in
+images do not implement their plugins yet, sandbox/standins/README.md).
+
 Resources go when the pod goes (the kubelet drops a plugin's devices when its socket goes). The rules are pure
 functions over a profile and the container's arguments; :class:`VendorSimulator` is the event-loop side, attached to
 the simulator like :class:`.nfd.NfdSimulator`.
@@ -32,7 +36,7 @@ import logging
 import posixpath
 
 
-from .agents import NodeAgents
+from .agents import NodeAgents, kwok_node
 from .watcher import read_node_profile
 
 LOG = logging.getLogger("devsim.vendors")
@@ -285,8 +289,8 @@ class VendorSimulator(NodeAgents):
 
     def reconcile(self, name):
         node = self.nodes.get(name)
-        if node is None:
-            return
+        if node is None or not kwok_node(node):
+            return  # a kubelet node's kubelet advertises what the plugins' own containers registered
         meta = node.get("metadata") or {}
         on_node = self.pods_on(name)
         profile = read_node_profile(name, meta.get("annotations") or {}, self.sim.profiles_dir) if on_node else None

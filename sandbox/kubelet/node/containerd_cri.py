@@ -1,18 +1,25 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Run in a kubelet node by /opt/kubegpu/venv/bin/python (it has tomlkit). Make this node's containerd (Debian's 1.6,
-config version 2) ready for the kubelet, changing only four keys of /etc/containerd/config.toml (tomlkit keeps every
+config version 2) ready for the kubelet, changing only five keys of /etc/containerd/config.toml (tomlkit keeps every
 other key, comment and table, so what the collection wrote stays):
 
   plugins."io.containerd.grpc.v1.cri".sandbox_image                              = argv[1] (kubelet.env PAUSE_IMAGE)
   plugins."io.containerd.grpc.v1.cri".restrict_oom_score_adj                     = true
   plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.runtime_type      = "io.containerd.runc.v2"
   plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options.SystemdCgroup = true
+  plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.privileged_without_host_devices = true
 
 restrict_oom_score_adj: the node lacks CAP_SYS_RESOURCE, so no process in it may lower its OOM score below the node's
 own; the kubelet asks -998 for every pod sandbox and runc's init then dies ("can't get final child's PID from pipe:
 EOF", seen). With it containerd raises such a score to the node's (the setting exists for rootless containerd and kind's
 rootless nodes). SystemdCgroup matches the kubelet's cgroupDriver: systemd (containerd 1.6 cannot tell the kubelet its driver; see
-sandbox/kubelet/README.md). Prints "changed" or "unchanged"; the caller restarts containerd on "changed".
+sandbox/kubelet/README.md). privileged_without_host_devices: a privileged pod (NVIDIA's MPS control daemon, nano-gpu's
+agent) gets neither the host's devices nor "a *:* rwm" in its devices cgroup (containerd's CRI adds
+oci.WithHostDevices and oci.WithAllDevicesAllowed only without it); the node, not privileged itself, may not allow all
+devices below its own cgroup, and runc failed every privileged container ("failed to write \"a *:* rwm\": ...
+devices.allow: operation not permitted", seen). Such a pod keeps the devices NVIDIA's runtime gives it. The collection's
+nvidia runtime entry copies runc's keys (plugins/module_utils/_runtime/containerd.py), this one included.
+Prints "changed" or "unchanged"; the caller restarts containerd on "changed".
 """
 import os
 import sys
@@ -47,6 +54,7 @@ def main():
     runc = table(table(table(cri, "containerd"), "runtimes"), "runc")
     runc["runtime_type"] = "io.containerd.runc.v2"
     table(runc, "options")["SystemdCgroup"] = True
+    runc["privileged_without_host_devices"] = True
     after = tomlkit.dumps(doc)
     if after == before:
         print("unchanged")

@@ -24,6 +24,10 @@ PROGRAMS = {
     "k8s-node-labeller": ("/root/k8s-node-labeller", None),
     # Intel's plugin image (its ENTRYPOINT)
     "intel_gpu_device_plugin": ("/usr/local/bin/intel_gpu_device_plugin", None),
+    # nano-gpu's images (_nanogpu/constants.py AGENT_COMMAND, AGENT_INSTALLER_COMMAND, SCHEDULER_COMMAND)
+    "nano-gpu-agent": ("/usr/bin/nano-gpu-agent", "nanogpu"),
+    "install.sh": ("/usr/bin/install.sh", "nanogpu"),
+    "nano-gpu-scheduler": ("/usr/bin/nano-gpu-scheduler", "nanogpu"),
 }
 
 LAUNCHER = """#!/bin/sh
@@ -54,6 +58,9 @@ def main(argv):
     if module == "mpsdaemon":
         from . import mpsdaemon  # pylint: disable=import-outside-toplevel
         return mpsdaemon.main(argv[1:])
+    if module == "nanogpu":
+        from . import nanogpu  # pylint: disable=import-outside-toplevel
+        return nanogpu.main(argv[0], argv[1:])
     from . import waiting  # pylint: disable=import-outside-toplevel
     return waiting.main(argv[0], argv[1:])
 

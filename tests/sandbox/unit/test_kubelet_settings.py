@@ -27,9 +27,12 @@ def test_fleet_opt_in_and_switch():
         cluster.select(FLEET, "a,x")
 
 
-def test_the_shipped_fleet_has_no_kubelet_node_yet():
-    # the switch to kubelet nodes is the lead's, after every slice of issue 24 is merged
-    assert cluster.select(nodes.load_fleet()) == []
+def test_the_shipped_fleets_nvidia_gpu_nodes_are_kubelet_nodes():
+    # `make sandbox-up` / `make demo`: the NVIDIA GPU nodes run a real kubelet; AMD, Intel, CPU-only and no-driver
+    # nodes stay kwok nodes (sandbox/kubelet/README.md, "Which fleet nodes")
+    fleet = nodes.load_fleet()
+    chosen = [n["name"] for n in cluster.select(fleet)]
+    assert chosen == [n["name"] for n in fleet if n.get("variant") == "gpu"] and len(chosen) == 5, chosen
 
 
 def test_kubelet_nodes_get_no_kwok_node():
@@ -94,6 +97,7 @@ def test_containerd_keys_change_in_place(tmp_path):
     assert cri["sandbox_image"] == pause and cri["restrict_oom_score_adj"] is True
     assert cri["containerd"]["default_runtime_name"] == "nvidia" and "# kept" in text
     assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
+    assert cri["containerd"]["runtimes"]["runc"]["privileged_without_host_devices"] is True
 
 
 def test_inotify_limit_is_what_make_raises_it_to():
