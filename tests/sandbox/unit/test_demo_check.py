@@ -75,3 +75,18 @@ def test_the_simulators_status_patches_are_counted_per_node():
            "2026-11-27 06:00:03 devsim I node kg-h100, pod a/b: plugin registered\n")
     assert check.status_patches(log, "kg-t4") == 2
     assert check.status_patches(log, "kg-h100") == 0
+
+
+def test_the_rule_agrees_with_the_proof_stand_in_on_a_real_driver():
+    """The proof stand-in's outcomes on a real H200 (driver CUDA 13.0: images of CUDA 12.5 and 13.1 ran, 14.0 failed
+    with CUDA's message; tests/realgpu/test_real_runtime.py's record) are what the demo's rule expects."""
+    record = json.loads((ROOT / "tests" / "fixtures" / "realgpu" / "h200-580.159.04-runtime.json").read_text(
+        encoding="utf-8"))
+    major, minor = record["smi"]["cuda"]
+    driver = {"cuda_driver_version": check.cuda_int(major, minor)}
+    assert len(record["proof"]) == 3
+    for version, seen in record["proof"].items():
+        got = check.expectation(driver, "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda" + version)
+        assert got["expect"] == ("pass" if seen["rc"] == 0 else "fail"), (version, got, seen)
+        if seen["rc"]:
+            assert any(got["message"] in line for line in seen["stdout"] + seen["stderr"]), seen
