@@ -442,13 +442,13 @@ class Client(object):
         if self._dynamic is None:
             host = self.api_client.configuration.host
             cache_file = discovery_cache_file(host)
-            try:
+
+            def discover():
                 if cache_file is None:
-                    self._dynamic = DynamicClient(self.api_client, discoverer=_InMemoryDiscoverer)
-                else:
-                    self._dynamic = DynamicClient(self.api_client, cache_file=cache_file)
-            except TRANSIENT as exc:  # pylint: disable=catching-non-exception
-                raise K8sError("cannot reach the Kubernetes API server %s: %s" % (host, api_error_text(exc)))
+                    return DynamicClient(self.api_client, discoverer=_InMemoryDiscoverer)
+                return DynamicClient(self.api_client, cache_file=cache_file)
+            # a module that starts while the API server restarts waits it out as its other requests do
+            self._dynamic = self._retried("cannot reach the Kubernetes API server %s" % host, discover)
         return self._dynamic
 
     @property

@@ -349,3 +349,24 @@ def test_an_error_not_worth_a_retry_ends_at_once():
     with pytest.raises(_errors.K8sError, match=r"^cannot read ConfigMap c: HTTP 422 Unprocessable Entity$"):
         client.get("v1", "ConfigMap", "c", "ns")
     assert fake.pauses == []
+
+
+def test_discovery_rides_out_a_restarting_api_server(monkeypatch):
+    fake = FakeTime()
+    answers = [OSError("connection refused"), OSError("connection refused")]
+
+    def dynamic_client(api_client, **kwargs):
+        if answers:
+            raise answers.pop(0)
+        return "discovered"
+
+    class Configuration(object):
+        host = "https://127.0.0.1:6443"
+
+    class ApiClient(object):
+        configuration = Configuration()
+
+    monkeypatch.setattr(_k8s, "DynamicClient", dynamic_client)
+    monkeypatch.setattr(_k8s, "discovery_cache_file", lambda host: None)
+    assert _k8s.Client(ApiClient(), clock=fake.clock, sleep=fake.sleep).dynamic == "discovered"
+    assert fake.pauses == [0.5, 1]
