@@ -25,9 +25,9 @@ from ansible_cli import _environment, run_module
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = 500
-SMOKE_NODES = 50
+SMOKE_NODES = 20
 OUTAGE = (5.0, 60.0)  # seconds the API server is gone
-SMOKE_OUTAGE = (5.0, 8.0)
+SMOKE_OUTAGE = (5.0, 6.0)
 BOUND_S = 40.0  # a failed module must end this long at most after the server went: its retries, one request's timeout
 PROFILE = "t4"
 USER_LABEL = ("example.com/team", "ml-platform")
