@@ -247,7 +247,7 @@ $(TEST_ANSIBLE_CORE): pytest-ansible-%: venv
 # (`make faults-smoke`, tests/faults/test_faults_smoke.py: about 3 minutes, over the 90 s a stage may add; see the README).
 # Replay: make faults SEED=<seed> FAULT=<fault> ONLY=<trial>.
 FAULTS_ARGS = $(if $(SEED),--seed $(SEED)) $(if $(FAULT),--fault $(FAULT)) $(if $(ONLY),--only $(ONLY)) \
-	$(if $(TRIALS),--trials $(TRIALS)) $(if $(or $(FAULT),$(ONLY),$(TRIALS)),,--report docs/reliability.md)
+	$(if $(TRIALS),--trials $(TRIALS)) $(if $(or $(ONLY),$(TRIALS)),,--report docs/reliability.md)
 .PHONY: faults
 faults: venv apt-repo node-images k8s-binaries
 	FAULTS_STATE_DIR=$(SANDBOX)/faults-k8s $(PY) tests/faults/run.py $(FAULTS_ARGS)

@@ -16,7 +16,6 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -167,7 +166,6 @@ class Trials:
         problems, lost = [], False
         box = {}
         argv, env = self._play(number)
-        started = time.monotonic()
         thread = threading.Thread(target=lambda: box.update(done=subprocess.run(
             argv, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=900, check=False)))
         thread.start()

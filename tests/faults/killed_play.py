@@ -165,7 +165,7 @@ class Node(NodeContainer):
                     os.killpg(proc.pid, signal.SIGKILL)
                     killed = True
                     if remote:
-                        self.run(KILL_REMOTE, check=False)
+                        self.remote_killed = int(self.run(KILL_REMOTE).split()[-1])
                     break
                 if time.monotonic() > deadline:
                     break
@@ -187,17 +187,43 @@ class Node(NodeContainer):
         raise AssertionError("modules still run on %s %ss after the kill" % (self.name, timeout))
 
 
-# The processes Ansible's docker connection started in the node: each runs as /bin/sh -c '... && sleep 0'.
-REMOTE_PIDS = r"""
-for p in /proc/[0-9]*; do
-  if tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q 'sleep 0'; then echo ${p#/proc/}; fi
-done
+# The processes Ansible's docker connection started in the node: each is /bin/sh -c '... && sleep 0' (Python: a shell
+# loop that greps command lines would find its own grep).
+_FIND_REMOTE = r"""
+import os
+def argv(pid):
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as handle:
+            return handle.read().split(b"\0")
+    except OSError:
+        return []
+roots = [p for p in os.listdir("/proc") if p.isdigit() and len(argv(p)) > 2 and argv(p)[1] == b"-c"
+         and argv(p)[2].rstrip().endswith(b"sleep 0")]
 """
-KILL_REMOTE = r"""
-tree() { echo $1; for c in $(cat /proc/$1/task/*/children 2>/dev/null); do tree $c; done; }
-pids=$(for p in $( %s ); do tree $p; done)
-[ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
-""" % REMOTE_PIDS.strip().replace("\n", " ").replace("do   if", "do if")
+REMOTE_PIDS = "python3 - <<'PY'\n%s\nprint(' '.join(roots))\nPY\n" % _FIND_REMOTE
+KILL_REMOTE = "python3 - <<'PY'\n%s\n" % _FIND_REMOTE + r"""
+import signal
+children = {}
+for pid in os.listdir("/proc"):
+    try:
+        with open("/proc/%s/stat" % pid) as handle:
+            ppid = handle.read().rsplit(")", 1)[1].split()[1]
+        children.setdefault(ppid, []).append(pid)
+    except (OSError, IndexError):
+        pass
+todo, tree = list(roots), []
+while todo:
+    pid = todo.pop()
+    tree.append(pid)
+    todo.extend(children.get(pid, []))
+for pid in tree:
+    try:
+        os.kill(int(pid), signal.SIGKILL)
+    except OSError:
+        pass
+print(len(tree))
+PY
+"""
 
 
 def _strays(record):
@@ -263,10 +289,11 @@ class Trials:
         failed, one line each), ``converge_s`` (the rerun's seconds)."""
         rng = random.Random("%s/%d" % (self.seed, number))
         (task, nth), delay, remote = rng.choice(KILL_TASKS), round(rng.uniform(0.0, KILL_SPREAD), 2), rng.random() < 0.5
-        where = "%.2f s into %r%s, %s" % (delay, task, " (its start %d)" % nth if nth > 1 else "",
-                                           "controller and node processes" if remote else "controller")
         node, problems, lost = self.node, [], False
+        node.remote_killed = 0
         killed, out = node.killed_run(self.workdir, task, nth, delay, remote)
+        where = "%.2f s into %r%s, %s" % (delay, task, " (its start %d)" % nth if nth > 1 else "",
+                                          "controller and %d node processes" % node.remote_killed if remote else "controller")
         node.wait_quiet()
         if not killed:
             problems.append("the play ended before the kill point: " + out[-300:].replace("\n", " | "))

@@ -36,7 +36,8 @@ def log(line):
 
 class Fault:
     """One fault of the suite: its name, how it is injected (for the table), its default trial count, and a
-    context manager that runs a trial (``trial(k)``, a result dict: survived, lost, problems, converge_s)."""
+    maker ``make(seed, workdir, smoke)`` of a context manager that runs a trial (``trial(k)``, a result dict:
+    survived, lost, problems, converge_s)."""
 
     def __init__(self, name, injected, trials, smoke, make):
         self.name, self.injected, self.trials, self.smoke, self.make = name, injected, trials, smoke, make
@@ -46,10 +47,11 @@ FAULTS = [
     Fault("killed-play", "SIGKILL of ansible-playbook's process group (half the trials: and of its processes on the "
           "node) at a seeded point 0 to %.0f s into a task that writes or restarts a runtime's configuration; "
           "rerun, checks, way back" % killed_play.KILL_SPREAD, 20, 2,
-          lambda seed, workdir: killed_play.Trials(seed, "kubegpu-faults-%d" % os.getpid(), workdir, log)),
+          lambda seed, workdir, smoke: killed_play.Trials(seed, "kubegpu-faults-%d" % os.getpid(), workdir, log)),
     Fault("api-server-gone", "kube-apiserver stopped for a seeded 5 to 60 s while device_plugin_deploy and "
           "gpu_node_labels run on %d kwok nodes; rerun" % api_server.NODES, 5, 1,
-          lambda seed, workdir: api_server.Trials(seed, workdir, log, api_server.NODES)),
+          lambda seed, workdir, smoke: api_server.Trials(seed, workdir, log,
+                                                         api_server.SMOKE_NODES if smoke else api_server.NODES)),
 ]
 
 
@@ -57,10 +59,7 @@ def run(fault, seed, trials, only=None, smoke=False):
     """Every trial of one fault; returns the table row and the failed trials."""
     results = []
     with tempfile.TemporaryDirectory(prefix="faults-") as workdir:
-        maker = fault.make
-        if smoke and fault.name == "api-server-gone":
-            maker = lambda s, w: api_server.Trials(s, w, log, api_server.SMOKE_NODES)  # noqa: E731
-        with maker(seed, workdir) as trial:
+        with fault.make(seed, workdir, smoke) as trial:
             trial.baseline()
             for number in ([only] if only is not None else range(trials)):
                 started = time.monotonic()
@@ -73,23 +72,34 @@ def run(fault, seed, trials, only=None, smoke=False):
                     "survived" if result["survived"] else "FAILED", result["seconds"], result["converge_s"],
                     "".join("\n    - " + p for p in result["problems"])))
     converge = sorted(r["converge_s"] for r in results)
-    row = {"fault": fault.name, "injected": fault.injected, "trials": len(results),
+    row = {"fault": fault.name, "injected": fault.injected, "trials": len(results), "seed": seed,
            "survived": sum(r["survived"] for r in results), "lost": sum(r["lost"] for r in results),
            "converge": "%.1f s median, %.1f s max" % (converge[len(converge) // 2], converge[-1]) if converge else "-"}
     return row, [r for r in results if not r["survived"]]
 
 
-def table(rows, seed):
-    lines = ["| fault | how injected | trials | survived | data lost | time to converge (rerun) |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    lines += ["| %(fault)s | %(injected)s | %(trials)d | %(survived)d | %(lost)d | %(converge)s |" % r for r in rows]
-    return "\n".join(lines + ["", "Seed %s; `make faults SEED=%s` replays this run." % (seed, seed)])
+HEADER = ["| fault | how injected | trials | survived | data lost | time to converge | seed |",
+          "| --- | --- | --- | --- | --- | --- | --- |"]
 
 
-def write_report(path, text):
+def table(rows):
+    return "\n".join(HEADER + ["| %(fault)s | %(injected)s | %(trials)d | %(survived)d | %(lost)d | %(converge)s | "
+                               "%(seed)s |" % r for r in rows])
+
+
+def write_report(path, rows):
+    """Put ``rows`` into the page's table, each in place of the row of its fault (the others stay: a run of one
+    fault updates its row), in the order of FAULTS."""
     page = Path(path).read_text(encoding="utf-8")
     start, end = page.index(BEGIN) + len(BEGIN), page.index(END)
-    Path(path).write_text(page[:start] + "\n" + text + "\n" + page[end:], encoding="utf-8")
+    kept = {}
+    for line in page[start:end].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and cells[0] in [f.name for f in FAULTS]:
+            kept[cells[0]] = line
+    kept.update((r["fault"], table([r]).splitlines()[-1]) for r in rows)
+    lines = HEADER + [kept[f.name] for f in FAULTS if f.name in kept]
+    Path(path).write_text(page[:start] + "\n" + "\n".join(lines) + "\n" + page[end:], encoding="utf-8")
 
 
 def main(argv=None):
@@ -99,7 +109,7 @@ def main(argv=None):
     parser.add_argument("--trials", type=int, default=None, help="trials per fault (default: each fault's own)")
     parser.add_argument("--only", type=int, default=None, help="replay this one trial number")
     parser.add_argument("--smoke", action="store_true", help="the smoke subset: each fault's smoke trial count")
-    parser.add_argument("--report", default=None, help="write the table into this page between its markers")
+    parser.add_argument("--report", default=None, help="write the rows into this page's table (between its markers)")
     args = parser.parse_args(argv)
     seed = args.seed or str(random.SystemRandom().randrange(10 ** 8))
     log("faults: seed %s (replay: make faults SEED=%s)" % (seed, seed))
@@ -113,12 +123,12 @@ def main(argv=None):
         row["wall"] = round(time.monotonic() - started)
         rows.append(row)
         failed += [(fault.name, r) for r in bad]
-    text = table(rows, seed)
-    log("\n" + text)
+    text = table(rows)
+    log("\n" + text + "\n\nSeed %s; `make faults SEED=%s` replays this run." % (seed, seed))
     for name, result in failed:
         log("FAILED: make faults SEED=%s FAULT=%s ONLY=%d (%s)" % (seed, name, result["trial"], result["where"]))
     if args.report:
-        write_report(args.report, text)
+        write_report(args.report, rows)
     return 1 if failed or any(r["lost"] for r in rows) else 0
 
 
