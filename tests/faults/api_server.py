@@ -166,8 +166,11 @@ class Trials:
         problems, lost = [], False
         box = {}
         argv, env = self._play(number)
-        thread = threading.Thread(target=lambda: box.update(done=subprocess.run(
-            argv, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=900, check=False)))
+        def faulted():
+            box["done"] = subprocess.run(argv, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=900,
+                                         check=False)
+            box["ended"] = time.monotonic()  # the play's own end, which may come while the server is still gone
+        thread = threading.Thread(target=faulted)
         thread.start()
         time.sleep(after)
         gone = time.monotonic()
@@ -176,7 +179,7 @@ class Trials:
         self.cluster.start_component(self.layout, "kube-apiserver", timeout=120)
         back = time.monotonic()  # it answers its health check again
         thread.join(900)
-        ended = time.monotonic()
+        ended = box["ended"]
         results = self.results(box["done"])
         spans = ", ".join("%s %ss" % (n, r.get("_seconds")) for n, r in results.items())
         failed = dict((name, r) for name, r in results.items() if r.get("failed"))
@@ -189,6 +192,8 @@ class Trials:
                 ended - gone, spans, "; ".join("%s: %s" % (n, m[:300]) for n, m in messages.items()))
         else:
             outcome = "finished %.1f s after the server answered again (%s)" % (ended - back, spans)
+        if ended < back and not failed:
+            outcome = "finished %.1f s after the server went, before it was back (%s)" % (ended - gone, spans)
         if failed and ended - gone > BOUND_S:
             problems.append("the failure came %.1f s after the server went (bound %.0f s)" % (ended - gone, BOUND_S))
         rerun_started = time.monotonic()
@@ -210,7 +215,7 @@ class Trials:
         if (ds.status.number_available or 0) != self.nodes or (ds.status.updated_number_scheduled or 0) != self.nodes:
             problems.append("the plugin is not rolled out: %s" % ds.status.to_dict())
         # converged: from the server answering again to the end of the run that completed the rollout
-        converge_s = (ended - back) if not failed else (time.monotonic() - back)
+        converge_s = max(0.0, ended - back) if not failed else (time.monotonic() - back)
         return {"trial": number, "where": where + " (gone %.1f s in all)" % (back - gone), "outcome": outcome,
                 "survived": not problems, "lost": lost, "problems": problems, "converge_s": round(converge_s, 1),
                 "rerun_s": round(rerun_s, 1)}
