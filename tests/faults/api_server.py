@@ -166,6 +166,7 @@ class Trials:
         problems, lost = [], False
         box = {}
         argv, env = self._play(number)
+
         def faulted():
             box["done"] = subprocess.run(argv, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=900,
                                          check=False)
