@@ -105,7 +105,9 @@ class Staged(object):
     """A candidate for ``path`` written to a temporary file beside it (or in ``directory``, which must be on the same
     filesystem, for a daemon that would read a file beside it); :meth:`commit` replaces ``path`` with it."""
 
-    def __init__(self, path, text, suffix=".tmp", directory=None):
+    def __init__(self, path, text, suffix=".tmp", directory=None, like=None):
+        """``like``: the file whose owner, group and mode a new ``path`` gets (default: ``path`` itself, 0644 when
+        it does not exist)."""
         self.path = path
         directory = directory or os.path.dirname(path) or "."
         try:
@@ -117,7 +119,7 @@ class Staged(object):
                 handle.write(text.encode("utf-8"))
                 handle.flush()
                 os.fsync(handle.fileno())
-            _copy_ownership(path, self.tmp_path)
+            _copy_ownership(like if like and not os.path.lexists(path) else path, self.tmp_path)
             _copy_xattrs(path, self.tmp_path)
         except (IOError, OSError) as exc:
             self.discard()

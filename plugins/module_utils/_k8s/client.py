@@ -442,13 +442,13 @@ class Client(object):
         if self._dynamic is None:
             host = self.api_client.configuration.host
             cache_file = discovery_cache_file(host)
-            try:
+
+            def discover():
                 if cache_file is None:
-                    self._dynamic = DynamicClient(self.api_client, discoverer=_InMemoryDiscoverer)
-                else:
-                    self._dynamic = DynamicClient(self.api_client, cache_file=cache_file)
-            except TRANSIENT as exc:  # pylint: disable=catching-non-exception
-                raise K8sError("cannot reach the Kubernetes API server %s: %s" % (host, api_error_text(exc)))
+                    return DynamicClient(self.api_client, discoverer=_InMemoryDiscoverer)
+                return DynamicClient(self.api_client, cache_file=cache_file)
+            # a module that starts while the API server restarts waits it out as its other requests do
+            self._dynamic = self._retried("cannot reach the Kubernetes API server %s" % host, discover)
         return self._dynamic
 
     @property
@@ -468,25 +468,52 @@ class Client(object):
                 raise K8sError("the API server does not serve %s %s" % (api_version, kind))
         return self._resources[cache_key]
 
+    def _retried(self, what, call, **details):
+        """``call()``, again after each retriable error (a refused or reset connection, 409, 429, 5xx) as the
+        client's :class:`.retry.RetryPolicy` says (``Retry-After`` first): an API server that restarts or throttles
+        is waited out for as long as ``wait`` waits it out. Then, or at once for any other API error,
+        :class:`K8sError` ``<what>: <the server's error>``, with the errors in a row when there were several.
+        Only for requests that may be sent twice: reads, server-side apply, delete."""
+        errors = 0
+        first_error = None
+        while True:
+            try:
+                return call()
+            except TRANSIENT as exc:  # pylint: disable=catching-non-exception
+                if not retry.retriable(exc):
+                    raise K8sError("%s: %s" % (what, api_error_text(exc)), **details)
+                errors += 1
+                now = self.clock()
+                if errors == 1:
+                    first_error = now
+                if not self.policy.should_retry(errors, exc):
+                    raise K8sError("%s: %s (%d errors in a row over %.1fs)"
+                                   % (what, api_error_text(exc), errors, now - first_error), **details)
+                self.sleep(self.policy.pause(errors, exc))
+
     def get(self, api_version, kind, name, namespace=None):
         """The live object as a dict, or None."""
         res = self.resource(api_version, kind)
-        try:
-            return res.get(name=name, namespace=namespace if res.namespaced else None).to_dict()
-        except NotFoundError:
-            return None
-        except TRANSIENT as exc:  # pylint: disable=catching-non-exception
-            raise K8sError("cannot read %s %s: %s" % (kind, name, api_error_text(exc)))
+
+        def call():
+            try:
+                return res.get(name=name, namespace=namespace if res.namespaced else None).to_dict()
+            except NotFoundError:
+                return None
+        return self._retried("cannot read %s %s" % (kind, name), call)
 
     def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
         res = self.resource(api_version, kind)
-        try:
-            found = res.get(namespace=namespace if res.namespaced else None, label_selector=label_selector,
-                            field_selector=field_selector)
-        except NotFoundError:
+
+        def call():
+            try:
+                return res.get(namespace=namespace if res.namespaced else None, label_selector=label_selector,
+                               field_selector=field_selector)
+            except NotFoundError:
+                return None
+        found = self._retried("cannot list %s" % kind, call)
+        if found is None:
             return []
-        except TRANSIENT as exc:  # pylint: disable=catching-non-exception
-            raise K8sError("cannot list %s: %s" % (kind, api_error_text(exc)))
         return [item.to_dict() if hasattr(item, "to_dict") else item for item in found.to_dict().get("items", [])]
 
     def apply(self, obj, dry_run=False):
@@ -498,10 +525,9 @@ class Client(object):
                       force_conflicts=True, field_manager=self.field_manager)
         if dry_run:
             kwargs["dry_run"] = "All"
-        try:
-            after = self.dynamic.server_side_apply(res, **kwargs).to_dict()
-        except TRANSIENT as exc:  # pylint: disable=catching-non-exception
-            raise K8sError("cannot apply %s: %s" % (key(obj), api_error_text(exc)), object=key(obj))
+        # server-side apply with our field manager is idempotent: sending it again after a lost answer is safe
+        after = self._retried("cannot apply %s" % key(obj), lambda: self.dynamic.server_side_apply(res, **kwargs).to_dict(),
+                              object=key(obj))
         return compare(before, after), before, after
 
     def delete(self, api_version, kind, name, namespace=None, dry_run=False):
@@ -510,13 +536,14 @@ class Client(object):
         kwargs = {"propagation_policy": "Background"}
         if dry_run:
             kwargs["dry_run"] = "All"
-        try:
-            res.delete(name=name, namespace=namespace if res.namespaced else None, **kwargs)
-        except NotFoundError:
-            return False
-        except TRANSIENT as exc:  # pylint: disable=catching-non-exception
-            raise K8sError("cannot delete %s %s: %s" % (kind, name, api_error_text(exc)))
-        return True
+
+        def call():
+            try:
+                res.delete(name=name, namespace=namespace if res.namespaced else None, **kwargs)
+            except NotFoundError:
+                return False
+            return True
+        return self._retried("cannot delete %s %s" % (kind, name), call)
 
     def pod_log(self, name, namespace, container=None, timeout=30):
         """``(text, None)``, or ``(None, why)`` when the log cannot be read (a kubelet the API server cannot reach)."""

@@ -85,7 +85,22 @@ class ObjectSet(object):
 
     def present(self, rendered):
         """Apply ``rendered`` (in order) and prune what an earlier run created that it no longer has; returns the
-        applied objects as the server has them, by key."""
+        applied objects as the server has them, by key. An API error part way names what is half done: the objects
+        applied before it and those not applied yet (``applied``, ``not_applied`` in the error's details)."""
+        done = []
+        try:
+            return self._present(rendered, done)
+        except WaitTimeout:
+            raise
+        except K8sError as exc:
+            todo = [k8s_objects.key(o) for o in rendered if k8s_objects.key(o) not in done]
+            raise K8sError("%s. Half done: %s; not applied yet: %s. What was applied stays; run it again once the API "
+                           "server answers: the module is idempotent and resumes from there"
+                           % (str(exc).rstrip("."), "applied " + ", ".join(done) if done else "nothing applied",
+                              ", ".join(todo) or "nothing (the prune of what is no longer rendered was under way)"),
+                           **dict(exc.details, applied=done, not_applied=todo))
+
+    def _present(self, rendered, done):
         client = self.client
         live_ns = client.get("v1", "Namespace", self.namespace)
         ns_missing = live_ns is None
@@ -93,6 +108,7 @@ class ObjectSet(object):
         if ns_missing or k8s_objects.created_by_us(live_ns):
             action, before, after = client.apply(ns_obj, dry_run=self.check_mode)
             self._record(ns_obj, action, before, after)
+            done.append(k8s_objects.key(ns_obj))
         else:
             self._record(ns_obj, "unchanged")  # someone else's namespace: used, never changed nor deleted
         applied = {}
@@ -102,13 +118,16 @@ class ObjectSet(object):
                 live = client.get(obj["apiVersion"], obj["kind"], meta["name"])
                 if live is not None and not self._ours(live):
                     self._record(obj, "unchanged")
+                    done.append(k8s_objects.key(obj))
                     continue
             if self.check_mode and ns_missing and "namespace" in meta:
                 self._record(obj, "created", None, obj)  # a dry run cannot create in a namespace that is not there
+                done.append(k8s_objects.key(obj))
                 continue
             action, before, after = client.apply(obj, dry_run=self.check_mode)
             applied[k8s_objects.key(obj)] = after
             self._record(obj, action, before, after)
+            done.append(k8s_objects.key(obj))
         keep = set(k8s_objects.key(o) for o in rendered)
         for obj in self._managed():
             if k8s_objects.key(obj) not in keep:

@@ -61,11 +61,13 @@ class RuntimeSettings(object):
 # adapter's found_of() said of the file before ours (in-place edits only: a drop-in that goes takes its settings with
 # it). JSON: {"runtime": <ours>, "previous_default": <name>, "cdi_before": <false or null>, "runtime_before": <the
 # user's own entry for the runtime, or null>, "default_before": <ours, where the user had made it the default>,
-# "file_before": <the text of a file that held no setting, or null for no file>}; a key only when it applies
-# ("cdi_before" present: CDI was turned on by us).
+# "file_before": <the text of a file that held no setting, or null for no file>, "text_before": <the text of a file
+# that held settings, given back byte for byte when removal leaves exactly those>}; a key only when it applies
+# ("cdi_before" present: CDI was turned on by us). It holds the user's text, so it gets the main config's owner,
+# group and mode when it is made.
 MARKER_SUFFIX = ".kubegpu.json"
 # What found_of() may remember.
-FOUND_KEYS = ("runtime_before", "default_before", "file_before")
+FOUND_KEYS = ("runtime_before", "default_before", "file_before", "text_before")
 
 
 class Host(object):

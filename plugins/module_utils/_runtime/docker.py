@@ -107,7 +107,8 @@ def found_of(text, path, settings):
     """What :func:`unconfigure` must give back of ``text`` (None: missing) as ``state=present`` first found it: the
     user's own ``runtimes.<name>`` (None when there was none) and, where the user had made it the default already,
     ``default_before`` (the engine's ``previous_default`` is the other default ours replaced); for a file that held no
-    setting at all (missing, empty, blank or ``{}``), its text (None: there was no file)."""
+    setting at all (missing, empty, blank or ``{}``), its text (None: there was no file); for any other, its text as
+    ``text_before``, so that the way back gives the user's own bytes back, not a re-serialization of their settings."""
     data = parse(text, path)
     runtimes = data.get("runtimes")
     found = {"runtime_before": runtimes.get(settings.name) if isinstance(runtimes, dict) else None}
@@ -115,6 +116,9 @@ def found_of(text, path, settings):
         found["default_before"] = settings.name
     if not data:
         found["file_before"] = text
+    else:
+        # the user's own bytes (their layout, spacing, key order): given back as they were by unconfigure
+        found["text_before"] = text
     return found
 
 
@@ -127,7 +131,9 @@ def unconfigure(text, path, settings):
     falls back to runc); ``features.cdi`` only when
     ``settings.cdi_added`` (ours turned it on) and it is ``true``, and ``features`` when that empties it. A file left
     holding nothing (``{}``) after that becomes what it was before ``state=present`` (``file_before``: its text, or
-    ``None``, it goes); without that record it goes, as what :func:`configure` made of a missing one.
+    ``None``, it goes); without that record it goes, as what :func:`configure` made of a missing one. A file left
+    holding exactly what ``text_before`` holds is given back as that text, byte for byte (a file the user changed
+    since is rendered in its own indentation instead).
     """
     before = parse(text, path)
     data = json.loads(json.dumps(before))
@@ -154,7 +160,23 @@ def unconfigure(text, path, settings):
     if before and not data:
         # nothing but ours was in it: the file as it was (empty, {}), or it goes, as a containerd stub does
         return settings.found.get("file_before")
+    text_before = settings.found.get("text_before")
+    if text_before is not None and _same(_loads(text_before), data):
+        # what is left is exactly what the user had: their own text, byte for byte, not a re-serialization of it
+        return text_before
     return _render(text, before, data)
+
+
+def _loads(text):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _same(one, other):
+    """Equal as JSON, strictly (``true`` is not ``1``), key order included."""
+    return json.dumps(one) == json.dumps(other)
 
 
 # What the daemon is asked (container_runtime_facts): its report, which names its version too

@@ -192,8 +192,10 @@ def apply(the_plan, host):
         for change in changes:
             if change.after is not None:
                 made_dirs.extend(_files.make_dirs(os.path.dirname(change.path)))
+                # a new marker may hold the user's text (text_before): it is as readable as their file, no more
                 staged.append(_files.Staged(change.path, change.after,
-                                            directory=staging_dir(change.path, the_plan, adapter)))
+                                            directory=staging_dir(change.path, the_plan, adapter),
+                                            like=the_plan.main_path if change.marker else None))
         view = adapter.validate(the_plan, staged, host)
         if the_plan.params.get("backup"):
             for change in changes:

@@ -149,7 +149,8 @@ def test_the_users_own_entry_and_default_come_back(entry, users_default):
     text = docker.dumps(data)
     ask = RuntimeSettings(cdi=True)
     ask.found = docker.found_of(text, PATH, ask)
-    assert ask.found == dict({"runtime_before": entry}, **({"default_before": "nvidia"} if users_default else {}))
+    assert ask.found == dict({"runtime_before": entry, "text_before": text},
+                             **({"default_before": "nvidia"} if users_default else {}))
     ask.cdi_added = True
     done = docker.configure(text, PATH, ask)
     assert json.loads(done)["runtimes"]["nvidia"]["path"] == RUNTIME_PATH
@@ -258,3 +259,29 @@ def test_property_absent_after_present_gives_back_the_original(data, ask, users_
     back = docker.unconfigure(docker.configure(text, PATH, ask), PATH, ask)
     assert json.loads(back) == data
     assert back == text  # same serializer: byte for byte
+
+
+# Found by the fault suite (tests/faults, killed-play): the way back gave a user's daemon.json back re-serialized
+# (docker's layout, 4 spaces), not the bytes they wrote, though every setting was theirs again.
+USERS_LAYOUT = ('{\n    "log-driver": "json-file",\n    "log-opts": {"max-size": "10m", "max-file": "3"},\n'
+                '    "registry-mirrors": ["https://mirror.example.internal"]\n}\n')
+
+
+@pytest.mark.parametrize("cdi", [False, True])
+def test_the_way_back_gives_the_users_own_bytes_back(cdi):
+    ask = RuntimeSettings(cdi=cdi)
+    ask.found = docker.found_of(USERS_LAYOUT, PATH, ask)
+    assert ask.found == {"runtime_before": None, "text_before": USERS_LAYOUT}
+    ask.cdi_added = cdi
+    made = docker.configure(USERS_LAYOUT, PATH, ask)
+    assert json.loads(made)["default-runtime"] == RUNTIME_NAME
+    assert docker.unconfigure(made, PATH, ask) == USERS_LAYOUT
+
+
+def test_a_file_the_user_changed_since_is_rendered_not_replaced_by_their_old_text():
+    ask = RuntimeSettings()
+    ask.found = docker.found_of(USERS_LAYOUT, PATH, ask)
+    made = json.loads(docker.configure(USERS_LAYOUT, PATH, ask))
+    made["debug"] = True  # their edit after the bring-up stays
+    out = docker.unconfigure(json.dumps(made, indent=2), PATH, ask)
+    assert out != USERS_LAYOUT and json.loads(out) == dict(json.loads(USERS_LAYOUT), debug=True)

@@ -602,8 +602,8 @@ def test_absent_turns_cdi_off_only_where_it_was_ours(tmp_path, runtime, name, us
     path = tmp_path / name
     args = params(runtime=runtime, config_path=str(path), validate="", cdi=True, set_as_default=False)
     path.write_text(users_own)  # CDI on already (EKS's stock containerd config has enable_cdi = true)
-    # docker's marker also remembers that daemon.json had no entry of the user's for the runtime
-    found = {"runtime_before": None} if runtime == "docker" else {}
+    # docker's marker also remembers that daemon.json had no entry of the user's for the runtime, and the user's text
+    found = {"runtime_before": None, "text_before": users_own} if runtime == "docker" else {}
     runner.run(dict(args))
     marker = tmp_path / (name + ".kubegpu.json")
     assert (json.loads(marker.read_text()) if marker.exists() else {}) == (dict(found, runtime="nvidia") if found else {})
@@ -611,6 +611,8 @@ def test_absent_turns_cdi_off_only_where_it_was_ours(tmp_path, runtime, name, us
     assert path.read_text() == users_own and not marker.exists()
     path.write_text(plain_text)  # CDI was ours to turn on
     runner.run(dict(args))
+    if found:
+        found["text_before"] = plain_text
     assert json.loads(marker.read_text()) == dict(found, runtime="nvidia", cdi_before=None)
     runner.run(dict(args, state="absent"))
     # the same settings again (containerd keeps a table header it emptied, as it keeps every headed table)
@@ -639,3 +641,19 @@ def test_containerd_drop_in_absent_after_present_gives_config_toml_back_byte_for
     gone = runner.run(dict(args, state="absent"))
     assert gone["changed"] is True and main.read_text() == users_own and not drop.exists()
     assert runner.run(dict(args, state="absent"))["changed"] is False
+
+
+def test_docker_way_back_is_byte_for_byte_and_the_marker_is_as_private_as_the_users_file(tmp_path):
+    """Found by the fault suite (tests/faults): the way back re-serialized the user's daemon.json; the marker that now
+    remembers their text is made with their file's mode, not 0644."""
+    path = tmp_path / "daemon.json"
+    users_own = '{\n  "log-opts": {"max-size": "10m"},   "debug": true\n}\n'
+    path.write_text(users_own)
+    os.chmod(str(path), 0o640)
+    assert runner.run(params(config_path=str(path)))["changed"]
+    marker = tmp_path / "daemon.json.kubegpu.json"
+    assert json.loads(marker.read_text())["text_before"] == users_own
+    assert oct(os.stat(str(marker)).st_mode & 0o777) == "0o640"
+    assert runner.run(params(config_path=str(path), state="absent"))["changed"]
+    assert path.read_text() == users_own and not marker.exists()
+    assert oct(os.stat(str(path)).st_mode & 0o777) == "0o640"

@@ -166,8 +166,8 @@ def test_crio_candidates_are_staged_outside_crio_conf_d(tmp_path, monkeypatch):
     seen = []
     real_staged = _files.Staged
 
-    def staged(path, text, suffix=".tmp", directory=None):
-        item = real_staged(path, text, suffix=suffix, directory=directory)
+    def staged(path, text, suffix=".tmp", directory=None, like=None):
+        item = real_staged(path, text, suffix=suffix, directory=directory, like=like)
         seen.append(item.tmp_path)
         return item
 
