@@ -454,9 +454,9 @@ class Proof(object):
         return self.client.list("v1", "Pod", namespace=self.namespace,
                                 label_selector="%s=%s" % (LABEL_PROOF_JOB, job))
 
-    def _events(self, name):
-        return k8s_objects.last_events(self.client.list("v1", "Event", namespace=self.namespace,
-                                                        field_selector="involvedObject.name=%s" % name))
+    def _events(self, name, warnings_only=False):
+        events = self.client.list("v1", "Event", namespace=self.namespace, field_selector="involvedObject.name=%s" % name)
+        return k8s_objects.last_events([e for e in events if not warnings_only or e.get("type") == "Warning"])
 
     def _verdict(self, node, resource, job):
         name = job["metadata"]["name"]
@@ -477,12 +477,24 @@ class Proof(object):
             where = "pod %s is %s" % (pod_name, status.get("phase")) if pod_name else "the Job created no pod"
             result["detail"] = "did not finish in %ss: %s (%s)" % (self.params.get("timeout"), where, text)
         elif not succeeded:
-            text = "; ".join([status.get("reason") or "", status.get("message") or ""] + events).strip("; ")
-            result["detail"] = "failed: pod %s is %s (%s)" % (pod_name, status.get("phase"), text or "no reason given")
             said = self._last_words(pod_name, status)
+            # a pod the kubelet ran whose program failed (no reason of the pod's own, such as an admission refusal or
+            # an eviction): the program's words come first, and of the pod's events only the warnings (Scheduled,
+            # Created, Started say nothing about a failure)
+            own_words = bool(said and pod_name and not status.get("reason"))
+            if own_words:
+                events = self._events(pod_name, warnings_only=True)
+            text = "; ".join([status.get("reason") or "", status.get("message") or ""] + events).strip("; ")
+            if own_words:
+                result["detail"] = "failed: its log ends: %s (pod %s is %s%s)" % (
+                    last_line(said), pod_name, status.get("phase"), ": " + text if text else "")
+            else:
+                result["detail"] = "failed: pod %s is %s (%s)" % (pod_name, status.get("phase"),
+                                                                  text or "no reason given")
+                if said:
+                    result["detail"] += "; its log ends: %s" % last_line(said)
             if said:
                 result["log_tail"] = said
-                result["detail"] += "; its log ends: %s" % last_line(said)
         if result.get("detail"):
             action = hint(result["detail"], self.workload)
             if action:

@@ -206,6 +206,20 @@ def test_a_failed_proof_says_what_its_program_said_and_what_to_do():
     assert CUDA_TOO_NEW in result["log_tail"]
 
 
+def test_a_failed_proofs_own_words_come_first_and_only_warning_events_follow():
+    """Seen in make demo on a kubelet node: the pod's Created and Started events buried CUDA's message."""
+    pod = dict(POD, status={"phase": "Failed"})
+    log = "[Vector addition of 50000 elements]\nFailed to allocate device vector A (error code %s)!\n" % CUDA_TOO_NEW
+    events = [{"type": "Normal", "reason": "Created", "message": "Container created", "lastTimestamp": "1"},
+              {"type": "Warning", "reason": "MissingClusterDNS", "message": "no ClusterDNS IP", "lastTimestamp": "2"},
+              {"type": "Normal", "reason": "Started", "message": "Container started", "lastTimestamp": "3"}]
+    result = verdict(FakeCore(log), job=FAILED, pods=[pod], events=events)
+    assert result["detail"].startswith("failed: its log ends: Failed to allocate device vector A (error code %s)! "
+                                       "(pod gpu-proof-abcde is Failed: MissingClusterDNS: no ClusterDNS IP); "
+                                       % CUDA_TOO_NEW), result["detail"]
+    assert "Container started" not in result["detail"]
+
+
 def test_a_failed_proof_whose_log_cannot_be_read_says_its_termination_message():
     error = k8s_client.ApiException(status=500, reason="Internal Server Error")
     terminated = {"name": "gpu-proof", "state": {"terminated": {"exitCode": 1, "message": CUDA_TOO_NEW + "\n"}}}
