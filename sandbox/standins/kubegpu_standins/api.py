@@ -13,6 +13,9 @@ small and frozen (v1beta1 since Kubernetes 1.10), and this file is the one place
 
 from __future__ import annotations
 
+import os
+from concurrent import futures
+
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -150,3 +153,30 @@ class Stub:
 def unix_target(path):
     """gRPC's address of a Unix socket (an absolute path)."""
     return "unix://" + path
+
+
+DIAL_TIMEOUT_S = 5.0
+
+
+def serve_device_plugin(socket, servicer, workers):
+    """A started gRPC server of the DevicePlugin service on the Unix socket ``socket`` (an old socket file goes first,
+    as the kubelet's plugins remove theirs)."""
+    try:
+        os.unlink(socket)
+    except FileNotFoundError:
+        pass
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+    server.add_generic_rpc_handlers((generic_handler("DevicePlugin", servicer),))
+    server.add_insecure_port(unix_target(socket))
+    server.start()
+    return server
+
+
+def register(kubelet_socket, socket, resource, options):
+    """Register the plugin serving on ``socket`` for ``resource`` with the kubelet's Registration service (api v1beta1:
+    the endpoint is the socket's name in the kubelet's device plugin directory)."""
+    with grpc.insecure_channel(unix_target(kubelet_socket)) as channel:
+        grpc.channel_ready_future(channel).result(timeout=DIAL_TIMEOUT_S)
+        Stub(channel, "Registration").Register(pb.RegisterRequest(
+            version=VERSION, endpoint=os.path.basename(socket), resource_name=resource, options=options),
+            timeout=DIAL_TIMEOUT_S)

@@ -46,7 +46,6 @@ import sys
 import threading
 import time
 import uuid
-from concurrent import futures
 
 import grpc
 
@@ -59,7 +58,6 @@ from .api import pb
 LOG = logging.getLogger("nvidia-device-plugin")
 RESTART_POLL_S = 1.0
 REGISTER_RETRY_S = 5.0
-DIAL_TIMEOUT_S = 5.0
 
 
 def socket_name(resource):
@@ -172,25 +170,15 @@ class ResourcePlugin:
         return True
 
     def serve(self):
-        try:
-            os.unlink(self.socket)
-        except FileNotFoundError:
-            pass
         self._stopped.clear()
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-        self.server.add_generic_rpc_handlers((api.generic_handler("DevicePlugin", self),))
-        self.server.add_insecure_port(api.unix_target(self.socket))
         LOG.info("Starting GRPC server for '%s'", self.resource)
-        self.server.start()
+        self.server = api.serve_device_plugin(self.socket, self, workers=8)
         LOG.info("Starting to serve '%s' on %s", self.resource, self.socket)
 
     def register(self, kubelet_socket):
-        with grpc.insecure_channel(api.unix_target(kubelet_socket)) as channel:
-            grpc.channel_ready_future(channel).result(timeout=DIAL_TIMEOUT_S)
-            api.Stub(channel, "Registration").Register(pb.RegisterRequest(
-                version=api.VERSION, endpoint=os.path.basename(self.socket), resource_name=self.resource,
-                options=pb.DevicePluginOptions(get_preferred_allocation_available=True)), timeout=DIAL_TIMEOUT_S)
-            LOG.info("Registered device plugin for '%s' with Kubelet", self.resource)
+        api.register(kubelet_socket, self.socket, self.resource,
+                     pb.DevicePluginOptions(get_preferred_allocation_available=True))
+        LOG.info("Registered device plugin for '%s' with Kubelet", self.resource)
 
     def stop(self):
         self._stopped.set()

@@ -29,7 +29,6 @@ import os
 import signal
 import threading
 import time
-from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
@@ -46,7 +45,6 @@ SCHEDULER_VERSION = "0.1.0"
 DEFAULT_PORT = 39999
 RESTART_POLL_S = 1.0
 REGISTER_RETRY_S = 5.0
-DIAL_TIMEOUT_S = 5.0
 STANDIN = "kubegpu sandbox stand-in, not nano-gpu's software"
 
 
@@ -101,23 +99,12 @@ class NanoServer:
         return pb.PreStartContainerResponse()
 
     def serve(self):
-        try:
-            os.unlink(self.socket)
-        except FileNotFoundError:
-            pass
         self.stopped.clear()
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        self.server.add_generic_rpc_handlers((api.generic_handler("DevicePlugin", self),))
-        self.server.add_insecure_port(api.unix_target(self.socket))
-        self.server.start()
+        self.server = api.serve_device_plugin(self.socket, self, workers=4)
         LOG.info("serving %s on %s", RESOURCE_NAME, self.socket)
 
     def register(self, kubelet_socket):
-        with grpc.insecure_channel(api.unix_target(kubelet_socket)) as channel:
-            grpc.channel_ready_future(channel).result(timeout=DIAL_TIMEOUT_S)
-            api.Stub(channel, "Registration").Register(pb.RegisterRequest(
-                version=api.VERSION, endpoint=SOCKET_NAME, resource_name=RESOURCE_NAME,
-                options=pb.DevicePluginOptions(pre_start_required=True)), timeout=DIAL_TIMEOUT_S)
+        api.register(kubelet_socket, self.socket, RESOURCE_NAME, pb.DevicePluginOptions(pre_start_required=True))
         LOG.info("registered %s with the kubelet (%d devices)", RESOURCE_NAME, len(self.ids))
 
     def stop(self):
