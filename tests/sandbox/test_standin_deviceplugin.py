@@ -490,3 +490,26 @@ def test_nvml_view_gives_the_rules_the_profiles_outcome(name, fake_nvml_dir):
             assert isinstance(expected, str) and "failed to initialize NVML" in expected, (strategy, view)
             continue
         assert _outcome(view, config) == expected, strategy
+
+
+def test_nano_gpu_agent_stand_in_registers_its_percent_resource_and_lists_it(tmp_path):
+    """nano-gpu's agent stand-in (kubegpu_standins/nanogpu.py) serves and registers through the same helpers as the
+    NVIDIA plugin's stand-in: the kubelet gets nano-gpu/gpu-percent on nano-gpu.sock, with pre_start_required."""
+    from kubegpu_standins import nanogpu  # pylint: disable=import-outside-toplevel
+    kubelet = KubeletRegistration(str(tmp_path))
+    kubelet.start()
+    agent = nanogpu.NanoServer(["gpu-0-%d" % n for n in range(3)], str(tmp_path))
+    try:
+        agent.serve()
+        agent.register(kubelet.socket)
+        request = kubelet.wait_for(1)[0]
+        assert (request.version, request.endpoint, request.resource_name) == (
+            api.VERSION, "nano-gpu.sock", "nano-gpu/gpu-percent")
+        assert request.options.pre_start_required
+        with grpc.insecure_channel(api.unix_target(agent.socket)) as channel:
+            stream = api.Stub(channel, "DevicePlugin").ListAndWatch(pb.Empty(), timeout=WAIT_S)
+            assert sorted(d.ID for d in next(stream).devices) == ["gpu-0-0", "gpu-0-1", "gpu-0-2"]
+            stream.cancel()
+    finally:
+        agent.stop()
+        kubelet.stop()
