@@ -178,9 +178,15 @@ def render_job(params, namespace, node, resource, workload):
     }
 
 
-def last_line(text):
-    """The last line of ``text`` with something on it (a program's last words: its error, or vectorAdd's "Done")."""
+def telling_line(text, needles=()):
+    """The line of a failed program's output that says why: the last one holding a known failure message (``needles``),
+    else the last line. A log's order of stdout and stderr lines is not always the order they were written in: vectorAdd
+    prints its first line to stdout, which is buffered when it is not a terminal and flushed at exit, after the error it
+    wrote to stderr (seen on a kubelet node: the log ended with "[Vector addition of 50000 elements]")."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    for line in reversed(lines):
+        if any(needle in line for needle in needles):
+            return line
     return lines[-1] if lines else ""
 
 
@@ -485,14 +491,15 @@ class Proof(object):
             if own_words:
                 events = self._events(pod_name, warnings_only=True)
             text = "; ".join([status.get("reason") or "", status.get("message") or ""] + events).strip("; ")
+            words = telling_line(said, [needle for needle, _action in self.workload.hints + HINTS])
             if own_words:
-                result["detail"] = "failed: its log ends: %s (pod %s is %s%s)" % (
-                    last_line(said), pod_name, status.get("phase"), ": " + text if text else "")
+                result["detail"] = "failed: its log says: %s (pod %s is %s%s)" % (
+                    words, pod_name, status.get("phase"), ": " + text if text else "")
             else:
                 result["detail"] = "failed: pod %s is %s (%s)" % (pod_name, status.get("phase"),
                                                                   text or "no reason given")
                 if said:
-                    result["detail"] += "; its log ends: %s" % last_line(said)
+                    result["detail"] += "; its log says: %s" % words
             if said:
                 result["log_tail"] = said
         if result.get("detail"):

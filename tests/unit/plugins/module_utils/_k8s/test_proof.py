@@ -200,7 +200,7 @@ def test_a_failed_proof_says_what_its_program_said_and_what_to_do():
     log = "[Vector addition of 50000 elements]\nFailed to allocate device vector A (error code %s)!\n" % CUDA_TOO_NEW
     result = verdict(FakeCore(log), job=FAILED, pods=[pod])
     assert result["passed"] is False
-    assert "its log ends: Failed to allocate device vector A (error code %s)!" % CUDA_TOO_NEW in result["detail"]
+    assert "its log says: Failed to allocate device vector A (error code %s)!" % CUDA_TOO_NEW in result["detail"]
     assert result["detail"].endswith("upgrade the driver (kubegpu.cluster.gpu_driver) or prove with an image built "
                                      "for the CUDA version that driver supports")
     assert CUDA_TOO_NEW in result["log_tail"]
@@ -214,10 +214,20 @@ def test_a_failed_proofs_own_words_come_first_and_only_warning_events_follow():
               {"type": "Warning", "reason": "MissingClusterDNS", "message": "no ClusterDNS IP", "lastTimestamp": "2"},
               {"type": "Normal", "reason": "Started", "message": "Container started", "lastTimestamp": "3"}]
     result = verdict(FakeCore(log), job=FAILED, pods=[pod], events=events)
-    assert result["detail"].startswith("failed: its log ends: Failed to allocate device vector A (error code %s)! "
+    assert result["detail"].startswith("failed: its log says: Failed to allocate device vector A (error code %s)! "
                                        "(pod gpu-proof-abcde is Failed: MissingClusterDNS: no ClusterDNS IP); "
                                        % CUDA_TOO_NEW), result["detail"]
     assert "Container started" not in result["detail"]
+
+
+def test_a_failed_proof_names_the_error_line_even_when_stdout_was_flushed_after_it():
+    """Seen on a kubelet node: vectorAdd's buffered first line (stdout) came after its error (stderr) in the log."""
+    pod = dict(POD, status={"phase": "Failed"})
+    log = "Failed to allocate device vector A (error code %s)!\n[Vector addition of 50000 elements]\n" % CUDA_TOO_NEW
+    result = verdict(FakeCore(log), job=FAILED, pods=[pod])
+    assert result["detail"].startswith("failed: its log says: Failed to allocate device vector A (error code %s)!"
+                                       % CUDA_TOO_NEW), result["detail"]
+    assert proof.telling_line("a\nb\n") == "b" and proof.telling_line("") == ""
 
 
 def test_a_failed_proof_whose_log_cannot_be_read_says_its_termination_message():
@@ -225,7 +235,7 @@ def test_a_failed_proof_whose_log_cannot_be_read_says_its_termination_message():
     terminated = {"name": "gpu-proof", "state": {"terminated": {"exitCode": 1, "message": CUDA_TOO_NEW + "\n"}}}
     pod = dict(POD, status={"phase": "Failed", "containerStatuses": [terminated]})
     result = verdict(FakeCore(error=error), job=FAILED, pods=[pod])
-    assert "its log ends: " + CUDA_TOO_NEW in result["detail"]
+    assert "its log says: " + CUDA_TOO_NEW in result["detail"]
     assert verdict(FakeCore(error=error), job=FAILED, pods=[dict(POD, status={"phase": "Failed"})])["detail"] == (
         "failed: pod gpu-proof-abcde is Failed (no reason given)")
 
