@@ -548,8 +548,11 @@ def test_config_security_context_and_host_paths_the_collection_changes_reach_the
         assert written["kind"] == "k8s.device-plugin.nvidia.com/gpu", written.get("kind")
         names = [d["name"] for d in written["devices"]]
         assert [n for n in names if n != "all"] == ["0"], names  # nvidia-ctk adds "all"; uuid would name GPU-...
-        log = e2e.core.read_namespaced_pod_log(pod.metadata.name, NAMESPACE)
-        assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in log, log
+        # the deploy's wait ends on allocatable, which the old plugin's registration still holds at 1: the new one
+        # registers a moment later (seen: its log read at once ended at "Starting to serve")
+        _wait("%s: the new plugin's registration in its log" % name,
+              lambda: "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in e2e.core.read_namespaced_pod_log(
+                  pod.metadata.name, NAMESPACE), timeout=30)
         print("%s: plugin container %s, mounts %s" % (name, container_id[:12], sorted(mounts)))
 
 
