@@ -173,7 +173,7 @@ class Trials:
             box["ended"] = time.monotonic()  # the play's own end, which may come while the server is still gone
         thread = threading.Thread(target=faulted)
         thread.start()
-        time.sleep(after)
+        time.sleep(after)  # the fault's seeded moment and (below) its length: the injection itself, not a wait
         gone = time.monotonic()
         self.cluster.stop_component(self.layout, "kube-apiserver", timeout=5)
         time.sleep(outage)

@@ -161,7 +161,7 @@ class Node(NodeContainer):
                 if line.startswith(("TASK [", "RUNNING HANDLER [")) and task in line:
                     seen += 1
                 if seen == nth:
-                    time.sleep(delay)
+                    time.sleep(delay)  # the seeded kill point inside the task: the injection, not a wait
                     os.killpg(proc.pid, signal.SIGKILL)
                     killed = True
                     if remote:

@@ -51,6 +51,7 @@ import pytest
 import yaml
 
 from ansible_cli import _environment, run_module
+from k8s_helpers import wait_for
 from node_container import NodeContainer, docker_checked as _docker, nodes_play
 from setup_steps import missing_setup
 
@@ -391,21 +392,9 @@ CHECKPOINT = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
 
 def _wait_pod(sandbox, name, namespace, phases=("Succeeded", "Failed"), timeout=90):
     """Watch one pod until its phase is one of ``phases``; returns the pod."""
-    from kubernetes import watch  # pylint: disable=import-outside-toplevel
-    deadline = time.monotonic() + timeout
-    pod = sandbox.core.read_namespaced_pod(name, namespace)
-    while pod.status.phase not in phases:
-        remaining = int(deadline - time.monotonic())
-        assert remaining > 0, "pod %s: phase %s, not %s within %d s: %s" % (name, pod.status.phase, phases, timeout,
-                                                                            pod.status)
-        stream = watch.Watch()
-        for event in stream.stream(sandbox.core.list_namespaced_pod, namespace, field_selector="metadata.name=" + name,
-                                   resource_version=pod.metadata.resource_version, timeout_seconds=remaining):
-            pod = event["object"]
-            if pod.status.phase in phases:
-                stream.stop()
-                break
-    return pod
+    return wait_for(sandbox.core.list_namespaced_pod, namespace, field_selector="metadata.name=" + name,
+                    predicate=lambda pod: pod.status.phase in phases, timeout=timeout,
+                    describe="pod %s in phase %s" % (name, "/".join(phases)))
 
 
 def test_a_gpu_pod_gets_its_gpu_and_the_fake_nvml_through_nvidia_runtime(e2e, plugin):

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from k8s_helpers import wait_for
 from node_container import docker_checked as _docker, nodes_play
 from setup_steps import missing_setup
 
@@ -82,20 +83,9 @@ def kubelet_node(tmp_path_factory):
 
 def _wait_pod(core, name, namespace, phases, timeout=120):
     """Watch a pod until its phase is one of ``phases``; return it."""
-    from kubernetes import watch  # pylint: disable=import-outside-toplevel
-    deadline = time.monotonic() + timeout
-    pod = core.read_namespaced_pod(name, namespace)
-    while pod.status.phase not in phases:
-        remaining = int(deadline - time.monotonic())
-        assert remaining > 0, "pod %s still %s: %s" % (name, pod.status.phase, pod.status)
-        stream = watch.Watch()
-        for event in stream.stream(core.list_namespaced_pod, namespace, field_selector="metadata.name=" + name,
-                                   resource_version=pod.metadata.resource_version, timeout_seconds=remaining):
-            pod = event["object"]
-            if pod.status.phase in phases:
-                stream.stop()
-                break
-    return pod
+    return wait_for(core.list_namespaced_pod, namespace, field_selector="metadata.name=" + name,
+                    predicate=lambda pod: pod.status.phase in phases, timeout=timeout,
+                    describe="pod %s in phase %s" % (name, "/".join(sorted(phases))))
 
 
 def _pause_pod(name, args=None, restart="Always", guaranteed=False):
