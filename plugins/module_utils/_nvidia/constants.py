@@ -165,3 +165,26 @@ LABEL_RUNTIME_MINOR_OLD = RESOURCE_PREFIX + "/cuda.runtime.minor"
 # The labels under nvidia.com/ that are not GFD's: ours (gpu.present, the deploy labels) and the GPU Operator's.
 NOT_GFD_LABELS = (LABEL_GPU_PRESENT, LABEL_DEVICE_PLUGIN_CONFIG, RESOURCE_GPU + ".workload.config")
 NOT_GFD_PREFIXES = (LABEL_DEPLOY_PREFIX, RESOURCE_PREFIX + "/mig.config")
+
+# --- Dynamic Resource Allocation: NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu), issue 27.
+# The release deployed, its image (chart values.yaml image.repository; the tag is "v" + the chart's appVersion).
+DRA_DRIVER_VERSION = "v0.5.0"
+DRA_DRIVER_IMAGE_REPOSITORY = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu"
+# The driver's name in ResourceSlices and claims (cmd/gpu-kubelet-plugin/main.go DriverName).
+DRA_DRIVER_NAME = "gpu.nvidia.com"
+# Its DeviceClasses (chart templates/deviceclass-gpu.yaml, deviceclass-mig.yaml) and the device type attribute they
+# select on; a full GPU is published as "gpu-<minor>" (cmd/gpu-kubelet-plugin/deviceinfo.go CanonicalName).
+DRA_DEVICE_CLASS_GPU = "gpu.nvidia.com"
+DRA_DEVICE_CLASS_MIG = "mig.nvidia.com"
+DRA_DEVICE_TYPE_GPU = "gpu"
+DRA_DEVICE_TYPE_MIG = "mig"
+DRA_GPU_DEVICE_NAME = "gpu-%d"  # % the GPU's minor number
+# CDI names the plugin gives a claim's devices (cmd/gpu-kubelet-plugin/cdi.go: vendor "k8s." + DriverName, class
+# "claim", device "<claimUID>-<device name>").
+DRA_CDI_KIND = "k8s." + DRA_DRIVER_NAME + "/claim"
+# The node label that admits the DRA kubelet plugin, as NVIDIA's GPU Operator gates it (gpu-operator
+# internal/state/dra_driver_test.go: NodeSelector["nvidia.com/gpu.deploy.dra-driver"] == "true"). A node runs the
+# device plugin (LABEL_DEPLOY_DEVICE_PLUGIN true) or the DRA kubelet plugin (this one true), never both (the chart's
+# templates/validation.yaml: the driver "cannot be deployed alongside the standard GPU device plugin on the same node").
+LABEL_DEPLOY_DRA_DRIVER = LABEL_DEPLOY_PREFIX + "dra-driver"
+DRA_NAMESPACE = "nvidia-dra-driver-gpu"
