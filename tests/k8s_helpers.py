@@ -81,6 +81,34 @@ def wait_for(list_fn, *args, predicate, timeout=30.0, describe="condition", **kw
                     return obj
 
 
+def wait_gone(list_fn, *args, timeout=30.0, describe="objects", **kwargs):
+    """List, then watch, until ``list_fn`` (narrowed by ``field_selector``/``label_selector``) lists nothing."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listing = list_fn(*args, **kwargs)
+        left = set(o.metadata.name for o in listing.items)
+        if not left:
+            return
+        remaining = int(deadline - time.monotonic())
+        if remaining <= 0:
+            raise AssertionError("timed out after %.0f s waiting for %s to go; still there: %s"
+                                 % (timeout, describe, ", ".join(sorted(left))))
+        stream = watch.Watch()
+        try:
+            for event in stream.stream(list_fn, *args, resource_version=listing.metadata.resource_version,
+                                       timeout_seconds=remaining, **kwargs):
+                if event["type"] == "DELETED":
+                    left.discard(event["object"].metadata.name)
+                elif event["type"] == "ADDED":
+                    left.add(event["object"].metadata.name)
+                if not left:
+                    stream.stop()
+                    return
+        except ApiException as exc:
+            if exc.status != 410:
+                raise
+
+
 def gpu_resources(node):
     """Return (capacity, allocatable) restricted to nvidia.com/* as {name: int}."""
     def pick(values):

@@ -11,6 +11,7 @@ import sys
 
 from kubernetes import client, config
 
+from .dra import DraSimulator
 from .nanogpu import NanoGpuSimulator
 from .nfd import NfdSimulator
 from .vendors import VendorSimulator
@@ -31,6 +32,7 @@ def main(argv=None) -> int:
     NfdSimulator.attach(simulator)  # NFD and GPU feature discovery, where their pods run
     VendorSimulator.attach(simulator)  # AMD's ROCm plugin and node labeller, Intel's GPU plugin, where their pods run
     NanoGpuSimulator.attach(simulator)  # nano-gpu's agent: nano-gpu/gpu-percent where its pods run
+    DraSimulator.attach(simulator)  # NVIDIA's DRA kubelet plugin: ResourceSlices where its pods run
 
     def _stop(signum, _frame):
         logging.getLogger("devsim").info("signal %d: stopping", signum)

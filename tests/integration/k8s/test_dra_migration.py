@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""dra_migration against the sandbox API server, on a kwok node of the test's own: the device plugin deployed by the
+collection leaves the node through its deploy label, the DRA kubelet plugin's DaemonSet arrives through its own, and
+the way back undoes it; capacity and ResourceSlice counts are checked at each step, and reruns change nothing.
+
+On a kwok node no kubelet runs: the sandbox's device-manager simulator plays the kubelet's part for both plugins
+(sandbox/k8s/devsim: ``nvidia.com/gpu`` while the device plugin's pod runs; NVIDIA's ResourceSlice while a pod of the
+DRA driver's image runs ``gpu-kubelet-plugin``, devsim/dra.py). The same migration on a real kubelet with the stand-in
+plugins is tests/sandbox/test_kubelet_dra_e2e.py."""
+
+import uuid
+
+import pytest
+from kubernetes import client
+
+from ansible_cli import run_module
+from k8s_helpers import delete_quietly, wait_for, wait_gone
+
+DEPLOY_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
+DEPLOY_DRA = "nvidia.com/gpu.deploy.dra-driver"
+DRA_IMAGE = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.5.0"
+
+
+def migrate(sandbox, nodes, expect_rc=0, check=False, **options):
+    args = dict(kubeconfig=sandbox.kubeconfig, nodes=nodes, wait_timeout=90)
+    args.update(options)
+    rc, result = run_module("kubegpu.cluster.dra_migration", args, check=check)
+    assert rc == expect_rc, result
+    return result
+
+
+def labels(sandbox, node):
+    return sandbox.core.read_node(node).metadata.labels or {}
+
+
+def set_runtime(sandbox, node, runtime):
+    """What the node's kubelet would report as its runtime (kwok nodes say containerd 1.6, the fleet images' own)."""
+    sandbox.core.patch_node_status(node, {"status": {"nodeInfo": {"containerRuntimeVersion": runtime}}})
+
+
+def slices(resource, node):
+    found = resource.list_resource_slice(field_selector="spec.driver=gpu.nvidia.com,spec.nodeName=%s" % node).items
+    return sorted(d.name for s in found for d in s.spec.devices or [])
+
+
+@pytest.fixture
+def dra_side(sandbox):
+    """The DeviceClass and a DaemonSet shaped as the DRA driver's kubelet plugin (image, program, node selector), in a
+    namespace of the test's own."""
+    resource = client.ResourceV1Api(sandbox.api_client)
+    apps = client.AppsV1Api(sandbox.api_client)
+    ns = "dra-" + uuid.uuid4().hex[:6]
+    sandbox.core.create_namespace({"metadata": {"name": ns}})
+    try:
+        resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                                      "metadata": {"name": "gpu.nvidia.com"},
+                                      "spec": {"selectors": [{"cel": {"expression":
+                                          "device.driver == 'gpu.nvidia.com' && "
+                                          "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}})
+    except client.exceptions.ApiException as exc:
+        if exc.status != 409:
+            raise
+    labels_ = {"app": "dra-kubelet-plugin-test"}
+    apps.create_namespaced_daemon_set(ns, {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "kubelet-plugin"},
+        "spec": {"selector": {"matchLabels": labels_}, "template": {
+            "metadata": {"labels": labels_},
+            "spec": {"nodeSelector": {DEPLOY_DRA: "true"},
+                     "tolerations": [{"operator": "Exists"}],
+                     "containers": [{"name": "gpus", "image": DRA_IMAGE, "command": ["bash", "-c"],
+                                     "args": ["gpu-kubelet-plugin -v $(LOG_VERBOSITY)"]}]}}}})
+    yield resource
+    delete_quietly(sandbox.core.delete_namespace, ns)
+
+
+def test_a_node_moves_to_dra_and_back_with_capacity_and_slices_checked_at_each_step(
+        sandbox, test_nodes, namespace, dra_side):
+    node = test_nodes(1, profile="h100")[0]
+    set_runtime(sandbox, node, "containerd://2.4.2")
+    sandbox.core.patch_node(node, {"metadata": {"labels": {DEPLOY_PLUGIN: "true", "nvidia.com/gpu.count": "1"}}})
+    ns = "dp-" + uuid.uuid4().hex[:6]
+    rc, deployed = run_module("kubegpu.cluster.device_plugin_deploy", dict(
+        kubeconfig=sandbox.kubeconfig, namespace=ns, node_selector={"kubernetes.io/hostname": node}, wait=False))
+    assert rc == 0, deployed
+    try:
+        wait_for(sandbox.core.list_node, field_selector="metadata.name=%s" % node,
+                 predicate=lambda n: (n.status.allocatable or {}).get("nvidia.com/gpu") == "1", timeout=60,
+                 describe="the device plugin's nvidia.com/gpu on the node")
+
+        # a pod holding the GPU: refused before any change, naming it
+        sandbox.core.create_namespaced_pod(namespace, {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer"},
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1, "containers": [{
+                "name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
+        refused = migrate(sandbox, [node], expect_rc=2)
+        assert "%s/trainer" % namespace in refused["msg"] and "gpu_node_maintenance" in refused["msg"]
+        assert labels(sandbox, node)[DEPLOY_PLUGIN] == "true" and DEPLOY_DRA not in labels(sandbox, node)
+        sandbox.core.delete_namespaced_pod("trainer", namespace, grace_period_seconds=0)
+        wait_gone(sandbox.core.list_namespaced_pod, namespace, field_selector="metadata.name=trainer", timeout=60,
+                  describe="the trainer pod")
+
+        preview = migrate(sandbox, [node], check=True)
+        assert preview["changed"] is True and preview["moved"] == [node]
+        assert preview["nodes"][node]["kind"] == "device_plugin"
+        assert labels(sandbox, node)[DEPLOY_PLUGIN] == "true"  # check mode changed nothing
+
+        moved = migrate(sandbox, [node])
+        assert moved["changed"] is True
+        state = moved["nodes"][node]
+        assert state["kind"] == "dra" and state["arrived"] is True, state
+        assert state["slice_devices"] == ["gpu-0"] and slices(dra_side, node) == ["gpu-0"]
+        assert all(v == 0 for v in state["allocatable"].values()), state
+        seen = labels(sandbox, node)
+        assert seen[DEPLOY_PLUGIN] == "false" and seen[DEPLOY_DRA] == "true"
+        assert moved["diff"]["after"][node] == {DEPLOY_PLUGIN: "false", DEPLOY_DRA: "true"}
+
+        again = migrate(sandbox, [node])
+        assert again["changed"] is False and again["nodes"][node]["kind"] == "dra", again
+
+        back = migrate(sandbox, [node], to="device_plugin")
+        assert back["changed"] is True
+        state = back["nodes"][node]
+        assert state["kind"] == "device_plugin" and state["arrived"] is True, state
+        assert state["allocatable"]["nvidia.com/gpu"] == 1 and state["slice_devices"] == []
+        assert slices(dra_side, node) == []
+        seen = labels(sandbox, node)
+        assert seen[DEPLOY_PLUGIN] == "true" and DEPLOY_DRA not in seen  # our label gone, not set to false
+        assert migrate(sandbox, [node], to="device_plugin")["changed"] is False
+    finally:
+        run_module("kubegpu.cluster.device_plugin_deploy", dict(kubeconfig=sandbox.kubeconfig, namespace=ns,
+                                                                state="absent"))
+
+
+def test_a_node_whose_runtime_cannot_do_cdi_is_refused_before_any_change(sandbox, test_nodes, dra_side):
+    node, other = test_nodes(2, profile="h100")
+    for name, runtime in ((node, "containerd://1.6.20"), (other, "containerd://2.4.2")):
+        set_runtime(sandbox, name, runtime)
+    refused = migrate(sandbox, [other, node], expect_rc=2, wait=False)
+    assert "node %s: its runtime is containerd://1.6.20" % node in refused["msg"]
+    assert other not in refused["msg"]
+    for name in (node, other):  # the other node was not moved either: nothing changes before every check passed
+        assert DEPLOY_DRA not in labels(sandbox, name)
+
+
+def test_an_unknown_node_is_named(sandbox, dra_side):
+    refused = migrate(sandbox, ["no-such-node-" + uuid.uuid4().hex[:4]], expect_rc=2)
+    assert "no such node: no-such-node-" in refused["msg"]
