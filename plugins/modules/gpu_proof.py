@@ -23,6 +23,8 @@ description:
     O(command), O(success_pattern) and O(tolerations) default to the vendor's workload - a ROCm image running
     C(rocminfo), whose log names the GPU's C(gfx) target; Intel's OpenCL image running C(clinfo), whose log shows a
     C(Device Name)."
+  - With O(device_class), a proof's pod asks for one device of that DeviceClass through a ResourceClaim (Dynamic
+    Resource Allocation, for example NVIDIA's DRA driver's C(gpu.nvidia.com)) instead of an extended resource.
   - Without O(resource), each proof asks for the resource its node advertises, in this order
     C(nvidia.com/gpu), C(nvidia.com/gpu.shared), the first C(nvidia.com/mig-*); the cluster-wide proof picks the same
     way from the sum over all nodes.
@@ -73,6 +75,14 @@ options:
       - The extended resource to ask for one of, for example V(nvidia.com/gpu), V(nvidia.com/gpu.shared) or
         V(nvidia.com/mig-1g.10gb). A name without a prefix gets the vendor's, C(nvidia.com/) by default (C(amd.com/)
         with O(vendor=amd), C(gpu.intel.com/) with O(vendor=intel)). Picked per node when omitted.
+    type: str
+  device_class:
+    description:
+      - "Prove Dynamic Resource Allocation instead: each proof's pod gets one device of this DeviceClass through a
+        ResourceClaimTemplate (C(gpu-proof-claim) in O(namespace), deleted afterwards), allocated by the scheduler, in
+        place of an extended resource (O(resource) must then be left out). For NVIDIA's DRA driver, V(gpu.nvidia.com).
+        RV(allocatable) then counts, per node, the devices its ResourceSlices publish, as C(claim/<device class>)."
+      - Needs the C(resource.k8s.io) API (the newest version the server serves is used).
     type: str
   nodes:
     description:
@@ -302,6 +312,7 @@ def main():
             args=dict(type="list", elements="str"),
             image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),  # names, not secrets
             resource=dict(type="str"),
+            device_class=dict(type="str"),
             nodes=dict(type="list", elements="str", default=[]),
             per_node=dict(type="bool", default=False),
             runtime_class=dict(type="str"),
@@ -315,6 +326,7 @@ def main():
             reprove=dict(type="str", default="changed", choices=list(proof.REPROVE)),
         ),
         supports_check_mode=True,
+        mutually_exclusive=[("resource", "device_class")],
     )
     workload = proof.Workload(**_vendors.get(module.params["vendor"]).proof)
     run_module(module, lambda: proof.run(module.params, workload, check_mode=module.check_mode), requires=REQUIRES,

@@ -43,17 +43,28 @@ ANNOTATION_LAST_PROOF = "kubegpu.cluster/last-proof"
 # What a proof runs under, per node (``proven_under``), besides the proof itself
 UNDER_KEYS = ("config_hash", "driver_version", "runtime")
 REPROVE = ("changed", "always")
+# A proof through Dynamic Resource Allocation (the ``device_class`` option): its "resource" is CLAIM_PREFIX + the
+# DeviceClass; its pod's container claims CLAIM_NAME, made from the ResourceClaimTemplate CLAIM_TEMPLATE.
+CLAIM_PREFIX = "claim/"
+CLAIM_NAME = "gpu"
+CLAIM_TEMPLATE = "gpu-proof-claim"
+# resource.k8s.io versions, newest first: the proof's ResourceClaimTemplate uses the newest the server serves.
+RESOURCE_API_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
 # What the workload options of a proof are, where a vendor's Workload fills in those the caller leaves out (None)
 WORKLOAD_OPTIONS = ("image", "command", "success_pattern", "tolerations")
 
 # What a pod that cannot start says, and what to do about it, whatever the vendor (a vendor's own hints, its
 # Workload's, are looked for first).
 HINTS = (
+    # first: a pinned proof's pod always has other nodes that do not match its selector
+    ("cannot allocate all claims", "no free device of the DeviceClass on the node: see its ResourceSlices "
+     "(kubectl get resourceslices --field-selector spec.nodeName=<node>) and the DRA kubelet plugin's pod"),
     ("untolerated taint", "the GPU nodes are tainted: add a matching toleration (gpu_validation_tolerations)"),
     ("didn't match Pod's node affinity/selector", "no node matches the proof's node selector"),
     ("ErrImagePull", "the image cannot be pulled: mirror it and set gpu_validation_image"),
     ("ImagePullBackOff", "the image cannot be pulled: mirror it and set gpu_validation_image"),
     ("UnexpectedAdmissionError", "the kubelet refused the pod at admission (shared GPUs: ask for one device only)"),
+    ("resourceclaim not found", "the proof's ResourceClaimTemplate is missing: is the resource.k8s.io API served?"),
 )
 
 
@@ -135,10 +146,11 @@ def job_name(node):
 def render_job(params, namespace, node, resource, workload):
     """The Job for one proof: one container asking for one ``resource``, no retries, pinned to ``node`` if given;
     the workload's image and tolerations where ``params`` have none."""
+    claim = resource.startswith(CLAIM_PREFIX)
     container = {
         "name": "gpu-proof",
         "image": params.get("image") or workload.image,
-        "resources": {"limits": {resource: 1}},
+        "resources": {"claims": [{"name": CLAIM_NAME}]} if claim else {"limits": {resource: 1}},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         # a program that fails says why in its pod's status too, where the log cannot be read (a kubelet out of reach)
         "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -157,6 +169,8 @@ def render_job(params, namespace, node, resource, workload):
     }
     if node is not None:
         spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    if claim:
+        spec["resourceClaims"] = [{"name": CLAIM_NAME, "resourceClaimTemplateName": CLAIM_TEMPLATE}]
     if params.get("runtime_class"):
         spec["runtimeClassName"] = params["runtime_class"]
     if params.get("image_pull_secrets"):
@@ -176,6 +190,30 @@ def render_job(params, namespace, node, resource, workload):
             "template": {"metadata": {"labels": dict(labels, **{LABEL_PROOF_JOB: name})}, "spec": spec},
         },
     }
+
+
+def render_claim_template(api_version, namespace, device_class):
+    """The ResourceClaimTemplate a DRA proof's pods claim from: one device of ``device_class``. ``v1`` and ``v1beta2``
+    name the class under ``exactly``; ``v1beta1`` on the request itself (k8s.io/api resource/*/types.go
+    DeviceRequest)."""
+    if api_version.endswith("/v1beta1"):
+        request = {"name": CLAIM_NAME, "deviceClassName": device_class}
+    else:
+        request = {"name": CLAIM_NAME, "exactly": {"deviceClassName": device_class}}
+    return {"apiVersion": api_version, "kind": "ResourceClaimTemplate",
+            "metadata": {"name": CLAIM_TEMPLATE, "namespace": namespace,
+                         "labels": {LABEL_MANAGED_BY: MANAGER, LABEL_PROOF: "true"}},
+            "spec": {"spec": {"devices": {"requests": [request]}}}}
+
+
+def slice_counts(slices):
+    """``{node: devices its ResourceSlices publish}``."""
+    out = {}
+    for item in slices:
+        spec = item.get("spec") or {}
+        if spec.get("nodeName"):
+            out[spec["nodeName"]] = out.get(spec["nodeName"], 0) + len(spec.get("devices") or [])
+    return out
 
 
 def telling_line(text, needles=()):
@@ -397,6 +435,10 @@ class Proof(object):
 
     def __init__(self, params, client, workload):
         self.params = workload.fill(params)
+        self.device_class = params.get("device_class")
+        if self.device_class:
+            self.params["resource"] = CLAIM_PREFIX + self.device_class
+        self.resource_api = None
         self.client = client
         self.workload = workload
         self.namespace = params.get("namespace") or NAMESPACE
@@ -408,7 +450,29 @@ class Proof(object):
         found = self.client.list("v1", "Node")
         self.records = records_of(found)
         self.found = dict((n["metadata"]["name"], n) for n in found)
-        return dict((n["metadata"]["name"], advertised(n, self.workload)) for n in found)
+        out = dict((n["metadata"]["name"], advertised(n, self.workload)) for n in found)
+        if self.device_class:
+            self.resource_api = self._resource_api()
+            counts = slice_counts(self.client.list(self.resource_api, "ResourceSlice"))
+            for name, resources in out.items():
+                resources[self.params["resource"]] = counts.get(name, 0)
+        return out
+
+    def _resource_api(self):
+        for version in RESOURCE_API_VERSIONS:
+            try:
+                self.client.resource(version, "ResourceClaimTemplate")
+            except K8sError:
+                continue
+            return version
+        raise K8sError("device_class is set, but the API server serves no resource.k8s.io API (%s): Dynamic Resource "
+                       "Allocation needs Kubernetes 1.32 or later (on by default from 1.34)"
+                       % ", ".join(RESOURCE_API_VERSIONS))
+
+    def _claim_template(self, dry_run=False):
+        if self.device_class:
+            self.client.apply(render_claim_template(self.resource_api, self.namespace, self.device_class),
+                              dry_run=dry_run)
 
     def _ungate(self, results, check_mode):
         """With ``readiness_taint``: the taint off each gated node a proof passed on (or whose record stands)."""
@@ -538,6 +602,8 @@ class Proof(object):
     def _cleanup(self, names):
         for name in names:
             self.client.delete("batch/v1", "Job", name, self.namespace)
+        if self.device_class and not self.created_namespace:
+            self.client.delete(self.resource_api, "ResourceClaimTemplate", CLAIM_TEMPLATE, self.namespace)
         if self.created_namespace:
             self.client.delete("v1", "Namespace", self.namespace)
 
@@ -567,6 +633,7 @@ class Proof(object):
                   "recorded": []}
         if check_mode:
             if jobs and self._ensure_namespace(dry_run=True):  # a dry run cannot place a Job in a namespace not there yet
+                self._claim_template(dry_run=True)
                 for job in jobs:
                     self.client.apply(job, dry_run=True)  # the API server validates the Job
             result["results"] += [{"node": n, "resource": r, "job": j["metadata"]["name"], "passed": None, "ran": False,
@@ -586,6 +653,7 @@ class Proof(object):
                     self.client.delete("batch/v1", "Job", name, self.namespace)
                 self.client.wait("batch/v1", "Job", lambda found: not (set(names) & set(found)), 60,
                                  namespace=self.namespace, label_selector=LABEL_PROOF + "=true")
+                self._claim_template()
                 for job in jobs:
                     self.client.apply(job)
                 try:

@@ -34,7 +34,11 @@ def labels(sandbox, node):
 
 
 def set_runtime(sandbox, node, runtime):
-    """What the node's kubelet would report as its runtime (kwok nodes say containerd 1.6, the fleet images' own)."""
+    """What the node's kubelet would report as its runtime (kwok nodes say containerd 1.6, the fleet images' own).
+    Once kwok has initialised the node (Ready): its first status write would put back what it read before."""
+    ready = lambda n: any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])  # noqa: E731
+    wait_for(sandbox.core.list_node, field_selector="metadata.name=%s" % node, predicate=ready, timeout=60,
+             describe="node %s Ready" % node)
     sandbox.core.patch_node_status(node, {"status": {"nodeInfo": {"containerRuntimeVersion": runtime}}})
 
 
@@ -54,9 +58,10 @@ def dra_side(sandbox):
     try:
         resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
                                       "metadata": {"name": "gpu.nvidia.com"},
-                                      "spec": {"selectors": [{"cel": {"expression":
-                                          "device.driver == 'gpu.nvidia.com' && "
-                                          "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}})
+                                      "spec": {"extendedResourceName": "nvidia.com/gpu",
+                                               "selectors": [{"cel": {"expression":
+                                                   "device.driver == 'gpu.nvidia.com' && "
+                                                   "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}})
     except client.exceptions.ApiException as exc:
         if exc.status != 409:
             raise
@@ -117,6 +122,29 @@ def test_a_node_moves_to_dra_and_back_with_capacity_and_slices_checked_at_each_s
         again = migrate(sandbox, [node])
         assert again["changed"] is False and again["nodes"][node]["kind"] == "dra", again
 
+        # the claim-based proof: its pod's ResourceClaim is allocated on the node by the sandbox's kube-scheduler
+        rc, proved = run_module("kubegpu.cluster.gpu_proof", dict(
+            kubeconfig=sandbox.kubeconfig, device_class="gpu.nvidia.com", nodes=[node], timeout=60,
+            namespace="proof-" + uuid.uuid4().hex[:6]))
+        assert rc == 0, proved
+        assert proved["results"][0]["resource"] == "claim/gpu.nvidia.com" and proved["results"][0]["passed"] is True
+        assert proved["allocatable"][node]["claim/gpu.nvidia.com"] == 1
+
+        # an unmodified pod asking for nvidia.com/gpu is scheduled there through DRA (KEP-5004: the DeviceClass's
+        # extendedResourceName; the node's allocatable for it is 0)
+        sandbox.core.create_namespaced_pod(namespace, {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "unmodified"},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "terminationGracePeriodSeconds": 1,
+                     "tolerations": [{"operator": "Exists"}],
+                     "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
+        bound = wait_for(sandbox.core.list_namespaced_pod, namespace, field_selector="metadata.name=unmodified",
+                         predicate=lambda p: p.spec.node_name == node, timeout=60, describe="the unmodified pod bound")
+        assert bound.status.extended_resource_claim_status is not None, bound.status
+        sandbox.core.delete_namespaced_pod("unmodified", namespace, grace_period_seconds=0)
+        wait_gone(sandbox.core.list_namespaced_pod, namespace, field_selector="metadata.name=unmodified", timeout=60,
+                  describe="the unmodified pod")
+
         back = migrate(sandbox, [node], to="device_plugin")
         assert back["changed"] is True
         state = back["nodes"][node]
@@ -126,6 +154,13 @@ def test_a_node_moves_to_dra_and_back_with_capacity_and_slices_checked_at_each_s
         seen = labels(sandbox, node)
         assert seen[DEPLOY_PLUGIN] == "true" and DEPLOY_DRA not in seen  # our label gone, not set to false
         assert migrate(sandbox, [node], to="device_plugin")["changed"] is False
+
+        # back on the device plugin, no device of the class is there: the claim-based proof fails, saying why
+        rc, failed = run_module("kubegpu.cluster.gpu_proof", dict(
+            kubeconfig=sandbox.kubeconfig, device_class="gpu.nvidia.com", nodes=[node], timeout=5,
+            namespace="proof-" + uuid.uuid4().hex[:6]))
+        assert rc == 2 and failed["results"][0]["passed"] is False, failed
+        assert "cannot allocate all claims" in failed["msg"] and "ResourceSlices" in failed["msg"], failed["msg"]
     finally:
         run_module("kubegpu.cluster.device_plugin_deploy", dict(kubeconfig=sandbox.kubeconfig, namespace=ns,
                                                                 state="absent"))

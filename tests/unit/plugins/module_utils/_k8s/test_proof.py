@@ -493,3 +493,22 @@ def test_a_workload_fills_in_only_what_the_options_leave_out():
     assert filled["image"] == "mirror/rocm:1" and filled["command"] == ["rocminfo"]
     assert filled["command"] is not _vendors.AMD.proof["command"]  # a copy: the registry's stays as it is
     assert NV.fill({"command": None})["command"] is None  # NVIDIA's image has its own entry point
+
+
+def test_a_dra_proof_claims_one_device_of_the_class_through_a_template():
+    job = proof.render_job({}, "ns", "gpu-1", proof.CLAIM_PREFIX + "gpu.nvidia.com", NV)
+    spec = job["spec"]["template"]["spec"]
+    assert spec["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": proof.CLAIM_TEMPLATE}]
+    assert spec["containers"][0]["resources"] == {"claims": [{"name": "gpu"}]}  # no extended resource asked for
+    assert spec["nodeSelector"] == {"kubernetes.io/hostname": "gpu-1"}
+    v1 = proof.render_claim_template("resource.k8s.io/v1", "ns", "gpu.nvidia.com")
+    assert v1["spec"]["spec"]["devices"]["requests"] == [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
+    beta1 = proof.render_claim_template("resource.k8s.io/v1beta1", "ns", "gpu.nvidia.com")
+    assert beta1["spec"]["spec"]["devices"]["requests"] == [{"name": "gpu", "deviceClassName": "gpu.nvidia.com"}]
+    assert proof.slice_counts([{"spec": {"nodeName": "a", "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}]}},
+                               {"spec": {"nodeName": "a", "devices": [{"name": "gpu-2"}]}},
+                               {"spec": {"devices": [{"name": "network-attached"}]}}]) == {"a": 3}
+    # a pinned proof whose claim cannot be allocated is told why, before the node selector's other nodes
+    why = proof.hint("0/10 nodes are available: 1 cannot allocate all claims, 9 node(s) didn't match Pod's node "
+                     "affinity/selector", NV)
+    assert "ResourceSlices" in why
