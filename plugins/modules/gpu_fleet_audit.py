@@ -15,7 +15,10 @@ version_added: 0.2.0
 description:
   - Takes what each GPU host said of itself (O(hosts)) and reads the cluster once - one paged LIST of the nodes - for
     what each node advertises (C(nvidia.com/*) capacity and allocatable), its labels, its kernel as its kubelet reports
-    it, its MIG config state and the last passed GPU proof recorded on it (C(kubegpu.cluster/last-proof)).
+    it, its MIG config state and the last passed GPU proof recorded on it (C(kubegpu.cluster/last-proof)); and, where the
+    cluster serves the C(resource.k8s.io) API, one LIST of the ResourceSlices of NVIDIA's DRA driver, for how each
+    node's GPUs are handed out (device plugin, DRA, or wrongly both), the published devices against NVML's GPU count,
+    and device-plugin labels left on a node moved to DRA.
   - Judges the labels the device plugin stage would set on each node with that stage's own rules
     (M(kubegpu.cluster.gpu_node_labels) in check mode, on the same LIST), and words every drift the hosts' reads
     carry (what the container_toolkit role decided it would configure, install or fail on, what the collection's

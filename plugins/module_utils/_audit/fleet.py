@@ -4,7 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
-"""The work of ``gpu_fleet_audit``: one paged LIST of the nodes, from which come what each node advertises, its labels,
+"""The work of ``gpu_fleet_audit``: one paged LIST of the nodes and one LIST of NVIDIA's DRA ResourceSlices (where the
+cluster serves the API), from which come what each node advertises, its labels,
 its kernel and its last proof record; the device plugin stage's labels judged on that list by
 :func:`.._k8s.node_labels.run` in check mode (the same rules and field manager, no request of its own); then
 :func:`.report.build`. Nothing is written."""
@@ -20,6 +21,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import Kub
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, node_labels
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.labels import node_rules
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.proof import read_record
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.dra_migration import list_slices, served_resource_version
 
 
 class Listed(object):
@@ -51,17 +53,27 @@ def labels_plans(params, found):
     return result["nodes"], None
 
 
-def run(params, labeller=None, now=None):
-    """The module's work; ``labeller``: a :class:`.._k8s.node_labels.NodeLabeller` (made from the options when None)."""
+def dra_slices(api):
+    """The ResourceSlices of NVIDIA's DRA driver (one LIST), or None where the cluster serves no resource.k8s.io API."""
+    version = served_resource_version(api)
+    if version is None:
+        return None
+    return list_slices(api, version)
+
+
+def run(params, labeller=None, now=None, slices=None):
+    """The module's work; ``labeller``: a :class:`.._k8s.node_labels.NodeLabeller` (made from the options when None);
+    ``slices``: the DRA driver's ResourceSlices (read from the cluster when the labeller is made here)."""
     if labeller is None:
-        core = k8s_client.from_params(params).core
-        labeller = node_labels.NodeLabeller(core, retries=params.get("retries") or 4)
+        api = k8s_client.from_params(params)
+        labeller = node_labels.NodeLabeller(api.core, retries=params.get("retries") or 4)
+        slices = dra_slices(api)
     found = labeller.list_nodes()
     plans, warning = labels_plans(params, found) if params.get("labels", True) else ({}, None)
     records = dict((name, read_record(node)) for name, node in found.items() if read_record(node))
     when = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
     built = report.build(params["hosts"], found, plans, records, node_names=params.get("node_names"),
-                         accelerator_label=params.get("accelerator_label"), generated_at=when)
+                         accelerator_label=params.get("accelerator_label"), generated_at=when, slices=slices)
     result = {"changed": False, "report": built, "table": report.table(built), "summary": built["summary"]}
     if warning:
         result["warnings"] = [warning]

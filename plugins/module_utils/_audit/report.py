@@ -20,7 +20,8 @@ __metaclass__ = type
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _host, _vendors
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    LABEL_MIG_CONFIG_STATE, RESOURCE_PREFIX, RUNTIME_NAME, RUNTIME_PATH,
+    DEPLOY_LABEL_ON, LABEL_DEPLOY_DEVICE_PLUGIN, LABEL_DEVICE_PLUGIN_CONFIG, LABEL_MIG_CONFIG_STATE, LABEL_MPS_CAPABLE,
+    RESOURCE_PREFIX, RUNTIME_NAME, RUNTIME_PATH,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import VENDOR as NVIDIA_VENDOR
 
@@ -28,8 +29,8 @@ SCHEMA_VERSION = 1
 # A node's state, worst first: the table and the summary count them in this order.
 STATES = ("unreachable", "error", "problem", "drift", "ok")
 LABEL_PREFIXES = (RESOURCE_PREFIX + "/", "kubegpu.cluster/", "sandbox.kubegpu.io/")
-COLUMNS = ("NODE", "STATE", "GPUS", "DRIVER", "KERNEL", "NOUVEAU", "DEFAULT RUNTIME", "ADVERTISED", "MIG", "PROOF",
-           "DRIFT")
+COLUMNS = ("NODE", "STATE", "GPUS", "DRIVER", "KERNEL", "NOUVEAU", "DEFAULT RUNTIME", "ADVERTISED", "ALLOCATION",
+           "MIG", "PROOF", "DRIFT")
 CELL_WIDTH = 48  # the longest cell; the JSON has the whole value
 # The GPU resources a node's ADVERTISED shows: every vendor's of the registry
 GPU_RESOURCE_PREFIXES = tuple(vendor.resource_prefix + "/" for vendor in _vendors.VENDORS)
@@ -196,7 +197,48 @@ def _other_driver(fact):
     return None
 
 
-def node_report(host, read, node=None, labels_plan=None, record=None, node_name=None, accelerator_label=None):
+# Labels that describe the device plugin's sharing of a node's GPUs (GPU feature discovery's, from the plugin's config,
+# and the plugin's per-node config label): on a node moved to DRA they describe nothing any more. And the device
+# plugin's deploy label set to true there would bring the plugin back beside the DRA kubelet plugin.
+DEVICE_PLUGIN_ONLY_LABELS = (RESOURCE_PREFIX + "/gpu.replicas", RESOURCE_PREFIX + "/gpu.sharing-strategy",
+                             LABEL_MPS_CAPABLE, LABEL_DEVICE_PLUGIN_CONFIG)
+
+
+def allocation(node, slice_devices, fact):
+    """How the node's GPUs are handed out: ``kind`` (``device_plugin``: it advertises ``nvidia.com/*``; ``dra``: the
+    ResourceSlices of NVIDIA's DRA driver list devices for it; ``both``, which NVIDIA's DRA chart forbids; ``none``),
+    ``slice_devices`` (None where the cluster serves no DRA API), ``nvml_gpus`` (the GPUs the host's NVML counts), and
+    ``stale_labels`` (device-plugin labels left on a DRA node)."""
+    allocatable = dict((k, v) for k, v in _gpu_resources(((node or {}).get("status") or {}).get("allocatable")).items()
+                       if k.startswith(RESOURCE_PREFIX + "/"))
+    plugin = any(int(v) > 0 for v in allocatable.values())
+    dra = bool(slice_devices)
+    kind = "both" if plugin and dra else ("device_plugin" if plugin else ("dra" if dra else "none"))
+    labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+    stale = []
+    if kind == "dra":
+        stale = ["%s=%s" % (k, labels[k]) for k in DEVICE_PLUGIN_ONLY_LABELS if k in labels]
+        if labels.get(LABEL_DEPLOY_DEVICE_PLUGIN) == DEPLOY_LABEL_ON:
+            stale.insert(0, "%s=%s" % (LABEL_DEPLOY_DEVICE_PLUGIN, DEPLOY_LABEL_ON))
+    return {"kind": kind, "slice_devices": None if slice_devices is None else len(slice_devices),
+            "nvml_gpus": (fact or {}).get("count") if fact is not None else None, "stale_labels": stale}
+
+
+def _allocation_problems(alloc, plugin_resources):
+    problems = []
+    if alloc["kind"] == "both":
+        problems.append("both the device plugin (%s) and NVIDIA's DRA driver (%d devices in ResourceSlices) hand out its "
+                        "GPUs, which the DRA driver's chart forbids: move it one way with kubegpu.cluster.dra_migration"
+                        % (", ".join("%s=%s" % kv for kv in sorted(plugin_resources.items())), alloc["slice_devices"]))
+    if alloc["kind"] in ("dra", "both") and alloc["nvml_gpus"] is not None \
+            and alloc["slice_devices"] != alloc["nvml_gpus"]:
+        problems.append("its ResourceSlices list %d GPUs, NVML counts %d: see the DRA kubelet plugin's pod and log"
+                        % (alloc["slice_devices"], alloc["nvml_gpus"]))
+    return problems
+
+
+def node_report(host, read, node=None, labels_plan=None, record=None, node_name=None, accelerator_label=None,
+                slice_devices=None):
     """One host's entry of the audit.
 
     ``read``: what the host play gathered (``reachable``, ``errors``, ``gpu``, ``driver_verdict``, ``toolkit``,
@@ -229,6 +271,11 @@ def node_report(host, read, node=None, labels_plan=None, record=None, node_name=
     if node is None and read.get("reachable", True):
         hint = " (map the host with kubegpu_node_name)" if name == host else ""
         problems.append("no node %s in the cluster%s" % (name, hint))
+    alloc = allocation(node, slice_devices, fact)
+    problems.extend(_allocation_problems(alloc, _gpu_resources(status.get("allocatable"))))
+    for label in alloc["stale_labels"]:
+        drift.append({"stage": "dra", "subject": label.split("=")[0],
+                      "reason": "left from the device plugin on a node moved to DRA (%s)" % label})
     last = proof(record, fact)
     if last and last["stale"]:
         problems.append("last proof " + last["stale"])
@@ -264,6 +311,7 @@ def node_report(host, read, node=None, labels_plan=None, record=None, node_name=
         "advertised": {"capacity": _gpu_resources(status.get("capacity")),
                        "allocatable": _gpu_resources(status.get("allocatable"))},
         "mig": mig(fact, all_labels),
+        "allocation": alloc,
         "labels": labels,
         "proof": last,
     }
@@ -279,14 +327,20 @@ def summary(reports):
     return out
 
 
-def build(hosts, nodes, labels_plans, records, node_names=None, accelerator_label=None, generated_at=None):
-    """The whole report (JSON-ready): one entry per host of ``hosts`` (host -> read), sorted by host."""
+def build(hosts, nodes, labels_plans, records, node_names=None, accelerator_label=None, generated_at=None,
+          slices=None):
+    """The whole report (JSON-ready): one entry per host of ``hosts`` (host -> read), sorted by host. ``slices``: the
+    ResourceSlices of NVIDIA's DRA driver (None where the cluster serves no DRA API)."""
     node_names = node_names or {}
     reports = []
     for host in sorted(hosts):
         name = node_names.get(host) or host
+        devices = None
+        if slices is not None:
+            devices = [d.get("name") for item in slices if (item.get("spec") or {}).get("nodeName") == name
+                       for d in (item.get("spec") or {}).get("devices") or []]
         reports.append(node_report(host, hosts[host], (nodes or {}).get(name), (labels_plans or {}).get(name),
-                                   (records or {}).get(name), name, accelerator_label))
+                                   (records or {}).get(name), name, accelerator_label, devices))
     return {"schema": SCHEMA_VERSION, "generated_at": generated_at, "summary": summary(reports), "nodes": reports}
 
 
@@ -312,6 +366,14 @@ def _advertised_cell(entry):
         return "-"
     return " ".join("%s:%s" % (k[len(RESOURCE_PREFIX) + 1:] if k.startswith(RESOURCE_PREFIX + "/") else k, v)
                     for k, v in sorted(allocatable.items()))
+
+
+def _alloc_cell(entry):
+    alloc = entry.get("allocation") or {}
+    kind = {"device_plugin": "plugin", "dra": "DRA", "both": "BOTH", "none": "-"}.get(alloc.get("kind"), "?")
+    if alloc.get("kind") in ("dra", "both"):
+        kind += " (%d)" % alloc["slice_devices"]
+    return kind
 
 
 def _mig_cell(entry):
@@ -355,7 +417,7 @@ def row(entry):
     else:
         cells = [entry["host"] if entry["host"] == entry["node"] else "%s (%s)" % (entry["host"], entry["node"]),
                  entry["state"], _gpu_cell(entry), _driver_cell(entry), entry["kernel"] or "?", _nouveau_cell(entry),
-                 _runtime_cell(entry), _advertised_cell(entry), _mig_cell(entry), _proof_cell(entry),
+                 _runtime_cell(entry), _advertised_cell(entry), _alloc_cell(entry), _mig_cell(entry), _proof_cell(entry),
                  "yes (%d)" % len(entry["drift"]) if entry["drift"] else "no"]
     return [_short(c) for c in cells]
 

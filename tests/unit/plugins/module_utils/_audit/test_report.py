@@ -239,3 +239,31 @@ def test_an_amd_host_shows_its_gpus_driver_and_resources_and_no_nvml_problem():
     fact["pci"].append({"address": "0000:3b:00.0", "vendor": "nvidia", "vendor_id": "0x10de"})
     entry = report.node_report("kg-mi210", {"gpu": fact, "driver_verdict": {"status": "ok", "problems": []}}, node)
     assert entry["state"] == "problem" and "NVML library_not_found" in entry["problems"][0]
+
+
+def test_device_plugin_or_dra_and_both_is_a_problem():
+    plugin = report.node_report("kg-a", read(), node("kg-a", allocatable={"nvidia.com/gpu": "2"}), slice_devices=[])
+    assert plugin["allocation"] == {"kind": "device_plugin", "slice_devices": 0, "nvml_gpus": 2, "stale_labels": []}
+    dra = report.node_report("kg-a", read(), node("kg-a", allocatable={"nvidia.com/gpu": "0"}),
+                             slice_devices=["gpu-0", "gpu-1"])
+    assert dra["allocation"]["kind"] == "dra" and dra["state"] == "ok", dra
+    both = report.node_report("kg-a", read(), node("kg-a", allocatable={"nvidia.com/gpu": "2"}),
+                              slice_devices=["gpu-0", "gpu-1"])
+    assert both["state"] == "problem" and "forbids" in both["problems"][0] and "dra_migration" in both["problems"][0]
+    short = report.node_report("kg-a", read(), node("kg-a"), slice_devices=["gpu-0"])
+    assert short["state"] == "problem" and "ResourceSlices list 1 GPUs, NVML counts 2" in short["problems"][0]
+    no_api = report.node_report("kg-a", read(), node("kg-a", allocatable={"nvidia.com/gpu": "2"}))
+    assert no_api["allocation"]["slice_devices"] is None and no_api["allocation"]["kind"] == "device_plugin"
+    rows = report.table({"nodes": [plugin, dra, both], "summary": report.summary([plugin, dra, both])})
+    assert "ALLOCATION" in rows and "DRA (2)" in rows and "BOTH (2)" in rows and "plugin" in rows
+
+
+def test_device_plugin_labels_left_on_a_dra_node_are_drift():
+    labels = {"nvidia.com/gpu.deploy.device-plugin": "true", "nvidia.com/gpu.replicas": "4",
+              "nvidia.com/gpu.count": "2"}
+    entry = report.node_report("kg-a", read(), node("kg-a", labels=labels), slice_devices=["gpu-0", "gpu-1"])
+    assert entry["allocation"]["stale_labels"] == ["nvidia.com/gpu.deploy.device-plugin=true",
+                                                   "nvidia.com/gpu.replicas=4"]
+    assert entry["state"] == "drift"
+    assert [d["subject"] for d in entry["drift"] if d["stage"] == "dra"] == ["nvidia.com/gpu.deploy.device-plugin",
+                                                                             "nvidia.com/gpu.replicas"]
