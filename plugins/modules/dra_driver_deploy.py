@@ -202,11 +202,12 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
+from ansible_collections.kubegpu.cluster.plugins.module_utils._kubelet import DEFAULT_ROOT_DIR
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import REQUIRES
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.dra_deployment import run
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.dra.deployment import run
 
 
 def main():
@@ -218,7 +219,7 @@ def main():
             image=dict(type="str"),
             image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),  # names, not secrets
             nvidia_driver_root=dict(type="str", default=nv.DEFAULT_DRIVER_ROOT),
-            kubelet_root_dir=dict(type="str", default=nv.DEFAULT_KUBELET_ROOT_DIR, absolute=True),
+            kubelet_root_dir=dict(type="str", default=DEFAULT_ROOT_DIR, absolute=True),
             node_selector=dict(type="dict", default={}),
             tolerations=dict(type="list", elements="dict"),
             priority_class=dict(type="str", default=nv.DEFAULT_PRIORITY_CLASS),

@@ -190,14 +190,10 @@ LABEL_DEPLOY_DRA_DRIVER = LABEL_DEPLOY_PREFIX + "dra-driver"
 DRA_NAMESPACE = "nvidia-dra-driver-gpu"
 # The DaemonSet, its ServiceAccount and RBAC (chart templates/kubeletplugin.yaml, rbac-kubeletplugin.yaml; our names
 # are the chart's with the release name "nvidia"), the plugin's health port (values.yaml
-# kubeletPlugin.containers.gpus.healthcheckPort) and the kubelet's directories under its root dir
-# (k8s.io/dynamic-resource-allocation kubeletplugin: /var/lib/kubelet/plugins_registry and plugins).
+# kubeletPlugin.containers.gpus.healthcheckPort). The kubelet's directories are the kubelet's facts (_kubelet.py).
 DRA_APP_NAME = "dra-driver-nvidia-gpu"
 DRA_KUBELET_PLUGIN_NAME = DRA_APP_NAME + "-kubelet-plugin"
 DRA_HEALTHCHECK_PORT = 51516
-DEFAULT_KUBELET_ROOT_DIR = "/var/lib/kubelet"
-KUBELET_PLUGINS_REGISTRY = "plugins_registry"  # under the kubelet's root dir
-KUBELET_PLUGINS = "plugins"  # under the kubelet's root dir
 DRA_LOG_VERBOSITY = "4"  # values.yaml logVerbosity
 # Kubernetes' DRA matrix (kubernetes v1.36.3 pkg/features/kube_features.go; pkg/controlplane/instance.go): the API
 # group, its versions in the chart's order of preference (templates/_helpers.tpl resourceApiVersion), the gates.

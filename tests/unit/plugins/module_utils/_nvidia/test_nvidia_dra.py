@@ -8,7 +8,8 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv, dra
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.dra import matrix as dra
 
 
 @pytest.mark.parametrize("answer, minor", [

@@ -8,7 +8,8 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError, OptionError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv, dra_deployment, dra_manifests
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.dra import deployment as dra_deployment, manifests as dra_manifests
 
 from vendor_fakes import FakeClient, node
 

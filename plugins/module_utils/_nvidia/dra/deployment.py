@@ -17,7 +17,7 @@ __metaclass__ = type
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError, WaitTimeout
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import dra, dra_manifests
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.dra import manifests as dra_manifests, matrix as dra
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
     DRA_API_GROUP, DRA_API_VERSIONS, DRA_APP_NAME, DRA_DEFAULT_WAIT_TIMEOUT, DRA_DRIVER_NAME, DRA_NAMESPACE,
     LABEL_DEPLOY_DRA_DRIVER, LABEL_GPU_COUNT,

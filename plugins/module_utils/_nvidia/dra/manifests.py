@@ -18,14 +18,14 @@ __metaclass__ = type
 import copy
 import posixpath
 
+from ansible_collections.kubegpu.cluster.plugins.module_utils import _kubelet
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import owner_labels
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import LABEL_COMPONENT, LABEL_NAME
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    CDI_ROOT, CONTAINER_DRIVER_ROOT, DEFAULT_DRIVER_ROOT, DEFAULT_KUBELET_ROOT_DIR, DEFAULT_PRIORITY_CLASS,
+    CDI_ROOT, CONTAINER_DRIVER_ROOT, DEFAULT_DRIVER_ROOT, DEFAULT_PRIORITY_CLASS,
     DEPLOY_LABEL_ON, DRA_APP_NAME, DRA_DEVICE_CLASS_GPU, DRA_DEVICE_CLASS_MIG, DRA_DEVICE_TYPE_GPU, DRA_DEVICE_TYPE_MIG,
     DRA_DRIVER_IMAGE_REPOSITORY, DRA_DRIVER_NAME, DRA_DRIVER_VERSION, DRA_HEALTHCHECK_PORT, DRA_KUBELET_PLUGIN_NAME,
-    DRA_LOG_VERBOSITY, DRA_NAMESPACE, GPU_TOLERATION, KUBELET_PLUGINS, KUBELET_PLUGINS_REGISTRY,
-    LABEL_DEPLOY_DRA_DRIVER, RESOURCE_GPU,
+    DRA_LOG_VERBOSITY, DRA_NAMESPACE, GPU_TOLERATION, LABEL_DEPLOY_DRA_DRIVER, RESOURCE_GPU,
 )
 
 COMPONENT_PLUGIN = "kubelet-plugin"
@@ -41,8 +41,7 @@ def default_image(version=DRA_DRIVER_VERSION):
 def kubelet_dirs(root_dir=None):
     """``(registrar dir, plugins dir)`` under the kubelet's root dir (the chart's kubeletRegistrarDirectoryPath and
     kubeletPluginsDirectoryPath, /var/lib/kubelet/plugins_registry and /var/lib/kubelet/plugins by default)."""
-    root = (root_dir or DEFAULT_KUBELET_ROOT_DIR).rstrip("/") or "/"
-    return posixpath.join(root, KUBELET_PLUGINS_REGISTRY), posixpath.join(root, KUBELET_PLUGINS)
+    return _kubelet.dirs(root_dir)
 
 
 def _meta(name, component, namespace=None, cluster_owner=None):
