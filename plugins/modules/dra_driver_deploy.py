@@ -79,16 +79,16 @@ options:
     default: system-node-critical
   extended_resource:
     description:
-      - Whether the C(gpu.nvidia.com) DeviceClass names C(extendedResourceName: nvidia.com/gpu), so that a pod asking
+      - "Whether the C(gpu.nvidia.com) DeviceClass names C(extendedResourceName: nvidia.com/gpu), so that a pod asking
         for C(nvidia.com/gpu) is served through DRA on nodes without the device plugin (KEP-5004,
-        C(DRAExtendedResource)).
+        C(DRAExtendedResource))."
       - Unset, it is on where the feature is on by default (Kubernetes 1.36 and later, with C(resource.k8s.io/v1)).
         V(true) on 1.34 and 1.35 needs the C(DRAExtendedResource) gate on every component (a warning says so), and is
         refused before 1.34.
     type: bool
   compute_domains:
     description:
-      - Compute domains (Multi-Node NVLink through IMEX: the chart's CRDs, its controller and their RBAC). Off by
+      - Compute domains (Multi-Node NVLink through IMEX - the chart's CRDs, its controller and their RBAC). Off by
         default, because they serve only GB200-class NVLink domains and need a controller Deployment and CRDs that
         plain GPU allocation does not; V(true) is refused in this release, before any write.
     type: bool

@@ -25,13 +25,13 @@ description:
     1.7.16 or later, or CRI-O 1.30 or later. With O(cdi_spec_version), a newer version is refused, naming the one to
     generate.
   - It finds the kubelet's root directory, where the DRA kubelet plugin must register (C(<root>/plugins_registry)) and
-    keep its sockets (C(<root>/plugins)) - from the running kubelet's C(--root-dir) (microk8s' kubelite: its
+    keep its sockets (C(<root>/plugins)) - from the running kubelet's C(--root-dir) (for microk8s' kubelite, its
     C(--kubelet-args-file)), else the distribution's default (k0s C(/var/lib/k0s/kubelet), microk8s
     C(/var/snap/microk8s/common/var/lib/kubelet), else C(/var/lib/kubelet)). Pass RV(kubelet_root_dir) to
     M(kubegpu.cluster.dra_driver_deploy).
   - It creates NVIDIA's control device nodes (C(/dev/nvidiactl), C(nvidia-modeset), C(nvidia-uvm),
     C(nvidia-uvm-tools)) where they are missing, with C(nvidia-ctk system create-device-nodes --control-devices
-    --load-kernel-modules): nothing creates them at boot until a program opens the driver.
+    --load-kernel-modules), as nothing creates them at boot until a program opens the driver.
 author:
   - kubegpu.cluster contributors (@kubegpu)
 options:
