@@ -48,7 +48,7 @@ options:
       containerd's); without it the CDI spec version they read is not told.
     type: str
   containerd_config:
-    description: The containerd config whose C(config dump) says whether C(enable_cdi) is on.
+    description: The containerd config whose C(config dump) says whether C(enable_cdi) is on. An absolute path.
     type: path
     default: /etc/containerd/config.toml
   cdi_spec_version:

@@ -11,7 +11,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import Kub
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.dra import deployment as dra_deployment, manifests as dra_manifests
 
-from vendor_fakes import FakeClient, node
+from ansible_collections.kubegpu.cluster.tests.unit.plugins.module_utils.vendor_fakes import FakeClient, node
 
 
 def params(**over):
