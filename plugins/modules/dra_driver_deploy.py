@@ -83,8 +83,9 @@ options:
         for C(nvidia.com/gpu) is served through DRA on nodes without the device plugin (KEP-5004,
         C(DRAExtendedResource))."
       - Unset, it is on where the feature is on by default (Kubernetes 1.36 and later, with C(resource.k8s.io/v1)).
-        V(true) on 1.34 and 1.35 needs the C(DRAExtendedResource) gate on every component (a warning says so), and is
-        refused before 1.34.
+        V(true) on 1.34 and 1.35 needs the C(DRAExtendedResource) gate on every component - a server-side dry run of
+        the DeviceClass refuses it, before any write, where kube-apiserver drops the field, and a warning reminds of
+        the other components' gates. Refused before 1.34.
     type: bool
   compute_domains:
     description:

@@ -70,6 +70,20 @@ def wait_slices(client, objects, resource_api, nodes, names, deadline, timeout):
     return dict((n, dra.slice_gpus(slices, n)) for n in names)
 
 
+def gate_on_at_the_api_server(client, params, matrix):
+    """A server-side dry run of the gpu DeviceClass: an API server without DRAExtendedResource drops
+    ``extendedResourceName`` (a disabled field is cleared on write), so the mapping would silently not exist. Refused
+    before any write, saying which gate to turn on."""
+    namespace = params.get("namespace") or DRA_NAMESPACE
+    gpu_class = dra_manifests.device_classes(matrix["api_version"], namespace, True)[0]
+    _action, _before, after = client.apply(gpu_class, dry_run=True)
+    if not ((after or {}).get("spec") or {}).get("extendedResourceName"):
+        raise K8sError("extended_resource: the API server (Kubernetes %s) drops DeviceClass extendedResourceName: the "
+                       "feature gate DRAExtendedResource is off there. Turn on DRAExtendedResource=true on "
+                       "kube-apiserver, kube-controller-manager, kube-scheduler and kubelet, or leave extended_resource "
+                       "unset" % matrix["kubernetes"])
+
+
 def run(params, check_mode=False, want_diff=False, client=None, client_factory=None):
     """The module's work; returns its result dict."""
     compute_domains_refused(params)
@@ -87,6 +101,8 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
         result.update(matrix)
         nodes = client.list("v1", "Node")
         dra.refuse_both(nodes)
+        if matrix["extended_resource"] and warnings:  # asked for where the gate is off by default (1.34, 1.35)
+            gate_on_at_the_api_server(client, params, matrix)
         resource_api = matrix["api_version"]
         result["nodes"] = dra.dra_nodes(nodes)
     else:

@@ -133,3 +133,21 @@ def test_present_applies_in_order_and_warns_when_no_node_is_labelled():
                      "DaemonSet"]
     assert result["api_version"] == "resource.k8s.io/v1" and result["extended_resource"] is True
     assert result["nodes"] == [] and "runs nowhere" in result["warnings"][0]
+
+
+class DroppingClient(Client):
+    """An API server of 1.35 without DRAExtendedResource: a write clears extendedResourceName."""
+
+    def apply(self, obj, dry_run=False):
+        self.writes.append(("apply", obj["kind"], dry_run))
+        after = dict(obj, spec=dict((k, v) for k, v in (obj.get("spec") or {}).items() if k != "extendedResourceName"))
+        return "created", None, after
+
+
+def test_extended_resource_on_135_refused_where_the_api_server_drops_it():
+    client = DroppingClient(version="v1.35.2", served=["v1"])
+    with pytest.raises(KubegpuError, match="DRAExtendedResource is off there"):
+        dra_deployment.run(params(extended_resource=True, wait=False), client=client)
+    assert client.writes == [("apply", "DeviceClass", True)]  # the dry run, nothing else
+    result = dra_deployment.run(params(extended_resource=True, wait=False), client=Client(version="v1.35.2"))
+    assert result["extended_resource"] is True and "DRAExtendedResource=true" in result["warnings"][0]
