@@ -123,6 +123,7 @@ attributes:
     support: full
     details: Before and after of every object that changes, without status and server-managed metadata.
   idempotent:
+    description: Whether a second run with the same options changes nothing and reports no change.
     support: full
     details: The live objects are compared before and after the server-side apply, so a second run reports every
       object V(unchanged).

@@ -78,6 +78,7 @@ attributes:
     support: none
     details: It writes no file.
   idempotent:
+    description: Whether a second run with the same options changes nothing and reports no change.
     support: full
     details: Once the device nodes exist, a second run changes nothing.
   platform:

@@ -69,8 +69,8 @@ def test_containerd_2_has_cdi_on(tmp_path, containerd2):
     config.write_text("version = 3\n")
     rc, result = prep({"runtime": "containerd", "containerd_config": str(config)}, binary=containerd2)
     assert rc == 0, result
-    assert result["runtime_version"].startswith("2.") and result["cdi"] == {"cdi": "on", "enable": False,
-                                                                           "max_spec_version": "0.7.0"}
+    assert result["runtime_version"].startswith("2.")
+    assert result["cdi"] == {"cdi": "on", "enable": False, "max_spec_version": "0.7.0"}
     assert result["kubelet_root_dir"] == "/var/lib/kubelet"
     assert result["kubelet"]["registrar_dir"] == "/var/lib/kubelet/plugins_registry"
 

@@ -555,7 +555,7 @@ class Client(object):
 
     def server_version(self):
         """The API server's ``/version`` answer as a dict (``gitVersion``, ``major``, ``minor``)."""
-        response = self._retried("cannot read the API server's version", lambda: self.core.get_code())
+        response = self._retried("cannot read the API server's version", self.core.get_code)
         return json.loads(response.data or b"{}")
 
     def served_versions(self, group):

@@ -40,8 +40,7 @@ def dra(sandbox, test_nodes):
     nodes = test_nodes(2)
     for name, count in zip(nodes, ("2", "1")):
         sandbox.core.patch_node(name, {"metadata": {"labels": {DRA_LABEL: "true", COUNT_LABEL: count}}})
-    slices = dynamic.DynamicClient(sandbox.api_client).resources.get(api_version="resource.k8s.io/v1",
-                                                                    kind="ResourceSlice")
+    slices = dynamic.DynamicClient(sandbox.api_client).resources.get(api_version="resource.k8s.io/v1", kind="ResourceSlice")
     published = []
 
     def publish(node, gpus):
@@ -65,8 +64,8 @@ def dra(sandbox, test_nodes):
     for name in published:
         delete_quietly(slices.delete, name=name)
     for name in nodes:
-        delete_quietly(sandbox.core.patch_node, name, {"metadata": {"labels": {DRA_LABEL: None, COUNT_LABEL: None,
-                                                                                DP_LABEL: None}}})
+        labels = {DRA_LABEL: None, COUNT_LABEL: None, DP_LABEL: None}
+        delete_quietly(sandbox.core.patch_node, name, {"metadata": {"labels": labels}})
 
 
 def test_deploy_check_diff_idempotent_watch_and_absent(sandbox, dra):
@@ -96,8 +95,7 @@ def test_deploy_check_diff_idempotent_watch_and_absent(sandbox, dra):
     assert sorted(first["nodes"]) == sorted(nodes)
     ds = sandbox.apps.read_namespaced_daemon_set(DS, ns)
     assert ds.spec.template.spec.node_selector == {DRA_LABEL: "true"}
-    classes = dynamic.DynamicClient(sandbox.api_client).resources.get(api_version="resource.k8s.io/v1",
-                                                                     kind="DeviceClass")
+    classes = dynamic.DynamicClient(sandbox.api_client).resources.get(api_version="resource.k8s.io/v1", kind="DeviceClass")
     gpu_class = classes.get(name="gpu.nvidia.com").to_dict()
     assert gpu_class["spec"]["extendedResourceName"] == "nvidia.com/gpu"
 

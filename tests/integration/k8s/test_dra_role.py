@@ -42,7 +42,7 @@ def test_role_deploys_under_the_hosts_root_dir_and_refuses_disagreeing_hosts(tmp
         assert code != 0, tasks
         failed = [r for _name, r in tasks if r.get("failed")]
         assert "different root dirs (/var/lib/k0s/kubelet, /var/lib/kubelet)" in failed[0]["msg"], failed
-        assert not [d for d in sandbox.apps.list_namespaced_daemon_set(ns).items], "written before the refusal"
+        assert not sandbox.apps.list_namespaced_daemon_set(ns).items, "written before the refusal"
 
         code, tasks = run_playbook(playbook, dict(base, second_root="/var/lib/k0s/kubelet/"))  # the same dir
         assert code == 0, tasks

@@ -48,7 +48,9 @@ def wait_slices(client, objects, resource_api, nodes, names, deadline, timeout):
     On timeout one error names every node that did not, what its slices list and its plugin pod's state."""
     if not names:
         return {}
-    done = lambda found: not dra.short_of_slices(nodes, list(found.values()), names)  # noqa: E731
+    def done(found):
+        return not dra.short_of_slices(nodes, list(found.values()), names)
+
     try:
         found = client.wait(resource_api, "ResourceSlice", done, max(1, deadline - client.clock()),
                             field_selector="spec.driver=%s" % DRA_DRIVER_NAME)

@@ -110,9 +110,9 @@ def extended_resource(minor, resource_api, wanted=None):
             "to DRA (%s, KEP-5004) needs %s/v1, Kubernetes 1.34 or later. Leave extended_resource unset or false"
             % (_name(minor), resource_api, DRA_EXTENDED_RESOURCE_GATE, DRA_API_GROUP), kubernetes=_name(minor))
     if not on_by_default:
+        gate = DRA_EXTENDED_RESOURCE_GATE
         return True, ["Kubernetes %s has %s in alpha, off by default: nvidia.com/gpu requests go through DRA only "
-                      "with the feature gate %s=true on %s" % (_name(minor), DRA_EXTENDED_RESOURCE_GATE,
-                                                                 DRA_EXTENDED_RESOURCE_GATE, ", ".join(DRA_GATE_COMPONENTS))]
+                      "with the feature gate %s=true on %s" % (_name(minor), gate, gate, ", ".join(DRA_GATE_COMPONENTS))]
     return True, []
 
 

@@ -110,8 +110,10 @@ def test_both_plugins_on_a_node_is_refused_before_any_write():
     assert client.writes == []
 
 
-@pytest.mark.parametrize("version, served, words", [("v1.31.0", ["v1beta1"], "too old"),
-                                                     ("v1.33.2", [], "--runtime-config=resource.k8s.io/v1beta2=true")])
+@pytest.mark.parametrize("version, served, words", [
+    ("v1.31.0", ["v1beta1"], "too old"),
+    ("v1.33.2", [], "--runtime-config=resource.k8s.io/v1beta2=true"),
+])
 def test_unsupported_versions_are_refused_before_any_write(version, served, words):
     client = Client(version=version, served=served)
     with pytest.raises(KubegpuError, match=words.replace(".", r"\.")):
