@@ -48,6 +48,7 @@ def wait_slices(client, objects, resource_api, nodes, names, deadline, timeout):
     On timeout one error names every node that did not, what its slices list and its plugin pod's state."""
     if not names:
         return {}
+
     def done(found):
         return not dra.short_of_slices(nodes, list(found.values()), names)
 
