@@ -3,10 +3,9 @@
 
 - containerd 1.6 (Debian's, on this host) is refused before anything is done, with the reason;
 - containerd 2.x (CONTAINERD2, `make containerd2`) has CDI on: nothing to turn on;
-- the way CDI gets turned on: a version 2 config judged as containerd 1.7 (runtime_version=1.7.20: THE VERSION IS
-  GIVEN, no containerd 1.7 binary is at hand; its config dump is containerd 2.x's, which reads version 2) says
-  cdi.enable; nvidia_runtime_config cdi=true (the machinery the role uses) writes enable_cdi = true, which
-  containerd 2.x accepts (no 1.7 binary reads it back here);
+- containerd 1.7 (CONTAINERD17, `make containerd17`) has CDI behind enable_cdi: a version 2 config without it says
+  cdi.enable; nvidia_runtime_config cdi=true (the machinery the role uses) turns it on, and containerd 1.7's own
+  config dump then says it is on; a CDI spec newer than a runtime reads is refused, naming the one to generate;
 - NVIDIA's device nodes, under a dev root of this test's own, with NVIDIA's own nvidia-ctk (NVIDIA_CTK, `make
   nvidia-ctk`): check mode names the missing ones, a real run asks nvidia-ctk (which fails here: this machine has no
   NVIDIA driver, so no device numbers), present ones change nothing.
@@ -17,7 +16,6 @@ entry is visible here (the finding itself is tests/unit/plugins/module_utils/tes
 
 import os
 import shutil
-import tomllib
 
 import pytest
 
@@ -28,6 +26,7 @@ MODULE = "kubegpu.cluster.dra_host_prep"
 CONTAINERD = shutil.which("containerd") or next((p for p in ("/usr/sbin/containerd", "/usr/bin/containerd")
                                                  if os.path.exists(p)), None)
 CONTAINERD2 = os.environ.get("CONTAINERD2")
+CONTAINERD17 = os.environ.get("CONTAINERD17")
 NVIDIA_CTK = os.environ.get("NVIDIA_CTK")
 DEVICES = ["nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools"]
 
@@ -75,25 +74,23 @@ def test_containerd_2_has_cdi_on(tmp_path, containerd2):
     assert result["kubelet"]["registrar_dir"] == "/var/lib/kubelet/plugins_registry"
 
 
-def test_cdi_turned_on_through_nvidia_runtime_config(tmp_path, containerd2):
+def test_cdi_turned_on_through_nvidia_runtime_config(tmp_path):
+    if not CONTAINERD17 or not os.access(CONTAINERD17, os.X_OK):
+        missing_setup("set CONTAINERD17 to a containerd 1.7 binary (make containerd17 builds one)")
     config = tmp_path / "config.toml"
     config.write_text('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "registry.k8s.io/pause:3.10"\n')
-    args = {"runtime": "containerd", "containerd_config": str(config), "runtime_version": "1.7.20"}
-    rc, before = prep(args, binary=containerd2)
-    assert rc == 0 and before["cdi"] == {"cdi": "off", "enable": True, "max_spec_version": "0.7.0"}, before
-    rc, spec_refused = prep(dict(args, runtime_version="1.7.15", cdi_spec_version="0.7.0"), binary=containerd2)
+    args = {"runtime": "containerd", "containerd_config": str(config)}
+    rc, before = prep(args, binary=CONTAINERD17)
+    assert rc == 0 and before["runtime_version"].startswith("1.7."), before
+    assert before["cdi"] == {"cdi": "off", "enable": True, "max_spec_version": "0.7.0"}, before
+    rc, spec_refused = prep(dict(args, runtime_version="1.7.15", cdi_spec_version="0.7.0"), binary=CONTAINERD17)
     assert rc != 0 and "generate the spec as 0.6.0" in spec_refused["msg"], spec_refused
     rc, turned = run_module("kubegpu.cluster.nvidia_runtime_config",
                             {"runtime": "containerd", "config_path": str(config), "cdi": True,
-                             "set_as_default": False}, env=_on_path(containerd2), timeout=300)
-    assert rc == 0 and turned["changed"], turned  # its validation: containerd 2.x's config dump of the candidate
-    with open(str(config), "rb") as handle:
-        assert tomllib.load(handle)["plugins"]["io.containerd.grpc.v1.cri"]["enable_cdi"] is True
-    # No containerd 1.7 reads it back here: 2.2 and later dropped the key from their dump (CDI is always on there), so
-    # the dump of this file says nothing of enable_cdi and a 1.7 verdict over it still says off. The verdict over a
-    # 1.7 dump with enable_cdi = true is tests/unit/plugins/module_utils/_runtime/test_runtime_cdi.py's.
-    rc, after = prep(args, binary=containerd2)
-    assert rc == 0 and after["cdi"]["enable"], after
+                             "set_as_default": False}, env=_on_path(CONTAINERD17), timeout=300)
+    assert rc == 0 and turned["changed"], turned  # validated by containerd 1.7's own config dump of the candidate
+    rc, after = prep(args, binary=CONTAINERD17)
+    assert rc == 0 and after["cdi"] == {"cdi": "on", "enable": False, "max_spec_version": "0.7.0"}, after
 
 
 def test_device_nodes(tmp_path, containerd2):
