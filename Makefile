@@ -40,6 +40,23 @@ GO_ENV := TMPDIR=$(GO_TMP) GOMODCACHE=$(CACHE_DIR)/go/mod GOCACHE=$(CACHE_DIR)/g
 # Area rules (fake NVML, node images, control plane) live beside their sources.
 include $(sort $(wildcard sandbox/*/rules.mk))
 
+# A containerd 1.7 binary, the judge of the DRA host checks where CDI is behind enable_cdi (tests/integration/
+# test_dra_host_prep.py, test_dra_role_host.py). `go install <pkg>@<version>` refuses its go.mod (exclude directives),
+# so the module's source is copied out of the module cache and built there. Cached by version (65 s cold).
+CONTAINERD17_VERSION := 1.7.35
+CONTAINERD17_BIN := $(CACHE_DIR)/containerd/$(CONTAINERD17_VERSION)/bin/containerd
+.PHONY: containerd17
+containerd17: $(CONTAINERD17_BIN)
+
+$(CONTAINERD17_BIN):
+	mkdir -p $(dir $@) $(GO_TMP)
+	$(GO_ENV) GOFLAGS=-mod=mod go mod download github.com/containerd/containerd@v$(CONTAINERD17_VERSION)
+	src=$$(mktemp -d $(GO_TMP)/containerd17.XXXXXX) && \
+	  cp -r $(CACHE_DIR)/go/mod/github.com/containerd/containerd@v$(CONTAINERD17_VERSION)/. $$src && chmod -R u+w $$src && \
+	  (cd $$src && $(GO_ENV) GOFLAGS=-mod=mod nice -n 10 go build -trimpath -ldflags='-s -w' -o $@.tmp ./cmd/containerd); \
+	  rc=$$?; rm -rf $$src; test $$rc -eq 0
+	$@.tmp --version | grep -q ' $(CONTAINERD17_VERSION)' && mv $@.tmp $@
+
 # --- Python environment (pinned in requirements*.txt) and the collection on Ansible's path
 # Built where it stays (a venv's scripts name their own path), one build at a time (flock: two clones may ask at
 # once), and only marked done when pip finished: a half-built one is made again.
@@ -160,7 +177,7 @@ demo: venv fakenvml node-images nodes-up sandbox-up artifact
 # directories: each pytest stage has a control plane of its own, TEST_STATE_DIR; only pytest-sandbox uses the fleet's
 # containers; molecule's containers are named per scenario, its control planes live in molecule's own directories;
 # sanity and units share .build/sanity and are one group). A stage runs alone after the set-up: `make test-setup pytest-k8s-a`.
-TEST_SETUP := host-packages venv fakenvml check-profiles fake-pci nvidia-runtime apt-repo k8s-binaries containerd2 nvidia-ctk \
+TEST_SETUP := host-packages venv fakenvml check-profiles fake-pci nvidia-runtime apt-repo k8s-binaries containerd2 containerd17 nvidia-ctk \
 	nvlibprobe node-images kubelet-ready standin-images standins-kubeletcheck proof-image
 MOLECULE_SCENARIOS := $(notdir $(patsubst %/,%,$(dir $(wildcard molecule/*/molecule.yml))))
 TEST_PYTEST := pytest-k8s-a pytest-k8s-b pytest-integration pytest-sandbox pytest-unit
@@ -194,7 +211,7 @@ $(addprefix molecule-,$(MOLECULE_SCENARIOS)): molecule-%: venv
 # own (TEST_STATE_DIR, tests/conftest.py), never the demo's, and the fleet's containers are made afresh for
 # pytest-sandbox (nodes-fresh) and taken down afterwards whatever the result. tests/unit/plugins, the collection's own
 # unit tests, run once, in `ansible-test units` (make units); pytest-unit runs the rest of tests/unit.
-PYTEST_ENV = KUBEGPU_REQUIRE_SETUP=1 FAKENVML_BUILD_DIR=$(BUILD)/fakenvml CONTAINERD2=$(CONTAINERD2_BIN) \
+PYTEST_ENV = KUBEGPU_REQUIRE_SETUP=1 FAKENVML_BUILD_DIR=$(BUILD)/fakenvml CONTAINERD2=$(CONTAINERD2_BIN) CONTAINERD17=$(CONTAINERD17_BIN) \
 	NVIDIA_CTK=$(NVIDIA_CTK_BIN) NVLIBPROBE=$(NVLIBPROBE_BIN) KUBELET_IMAGE_DIR=$(KUBELET_IMAGE_DIR) \
 	TEST_STATE_DIR=$(SANDBOX)/test-k8s-$@
 PYTEST = $(PYTEST_ENV) $(PY) -m pytest -p no:cacheprovider --durations=10 $(PYTEST_ARGS)

@@ -4,14 +4,14 @@ a new file left out of it, or one it names that is gone, fails here with its pat
 
 The picture is read as it is written: below the ``plugins/module_utils/`` line of the first code block, a line indented
 by two spaces starts with a top-level file or package (``_errors.py``, ``_k8s/``), one indented by four with the files
-of the package above it (``docker.py, containerd.py, crio.py``); what follows the names (two spaces or more) is the
+of the package above it (``docker.py, containerd.py, crio.py``; a subpackage's as ``dra/``, ``dra/host.py``); what follows the names (two spaces or more) is the
 description."""
 
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = re.compile(r"^(?P<indent> {2}| {4})(?P<names>[\w.]+/?(?:, [\w.]+/?)*)(?: {2,}|$)")
+NAMES = re.compile(r"^(?P<indent> {2}| {4})(?P<names>[\w.]+(?:/[\w.]+)*/?(?:, [\w.]+(?:/[\w.]+)*/?)*)(?: {2,}|$)")
 
 
 def mapped(text):

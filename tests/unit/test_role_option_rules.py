@@ -58,7 +58,7 @@ def test_the_rules_a_role_keeps_are_the_ones_its_argument_spec_implies(role):
 
 def test_every_role_with_a_timeout_or_a_path_has_rules():
     assert sorted(role for role in ROLES if derived(role)) == [
-        "audit", "container_toolkit", "device_plugin", "gpu_driver", "gpu_validation", "mig", "nano_gpu", "python_env"]
+        "audit", "container_toolkit", "device_plugin", "dra", "gpu_driver", "gpu_validation", "mig", "nano_gpu", "python_env"]
 
 
 @pytest.mark.parametrize("role", [r for r in ROLES if derived(r)])

@@ -412,6 +412,14 @@ class CoreRequests(object):
         path = "/api/v1/namespaces/%s/pods/%s/eviction" % (quote(namespace, safe=""), quote(name, safe=""))
         return self._request("POST", path, query=[("dryRun", dry_run)], body=body, timeout=_request_timeout)
 
+    def get_code(self, _request_timeout=None, **_ignored):
+        """``GET /version``: the API server's build (``gitVersion``, ``major``, ``minor``), as ``VersionApi.get_code``."""
+        return self._request("GET", "/version", timeout=_request_timeout)
+
+    def get_api_group(self, group, _request_timeout=None, **_ignored):
+        """``GET /apis/<group>``: the group's served versions (an ``APIGroup``); 404 when the server serves none."""
+        return self._request("GET", "/apis/" + quote(group, safe=""), timeout=_request_timeout)
+
     def read_namespaced_pod_log(self, name, namespace, container=None, _request_timeout=None, **_ignored):
         """The log as text."""
         path = "/api/v1/namespaces/%s/pods/%s/log" % (quote(namespace, safe=""), quote(name, safe=""))
@@ -544,6 +552,24 @@ class Client(object):
                 return False
             return True
         return self._retried("cannot delete %s %s" % (kind, name), call)
+
+    def server_version(self):
+        """The API server's ``/version`` answer as a dict (``gitVersion``, ``major``, ``minor``)."""
+        response = self._retried("cannot read the API server's version", self.core.get_code)
+        return json.loads(response.data or b"{}")
+
+    def served_versions(self, group):
+        """The versions of API ``group`` the server serves (``["v1", "v1beta2"]``; empty when none), from discovery,
+        as Helm's ``.Capabilities.APIVersions`` sees them."""
+        def call():
+            try:
+                return json.loads(self.core.get_api_group(group).data or b"{}")
+            except TRANSIENT as exc:  # pylint: disable=catching-non-exception
+                if getattr(exc, "status", None) == 404:
+                    return {}
+                raise
+        answer = self._retried("cannot read which versions of %s the API server serves" % group, call)
+        return [v.get("version") for v in answer.get("versions") or [] if v.get("version")]
 
     def pod_log(self, name, namespace, container=None, timeout=30):
         """``(text, None)``, or ``(None, why)`` when the log cannot be read (a kubelet the API server cannot reach)."""

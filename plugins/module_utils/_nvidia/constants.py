@@ -188,3 +188,21 @@ DRA_CDI_KIND = "k8s." + DRA_DRIVER_NAME + "/claim"
 # templates/validation.yaml: the driver "cannot be deployed alongside the standard GPU device plugin on the same node").
 LABEL_DEPLOY_DRA_DRIVER = LABEL_DEPLOY_PREFIX + "dra-driver"
 DRA_NAMESPACE = "nvidia-dra-driver-gpu"
+# The DaemonSet, its ServiceAccount and RBAC (chart templates/kubeletplugin.yaml, rbac-kubeletplugin.yaml; our names
+# are the chart's with the release name "nvidia"), the plugin's health port (values.yaml
+# kubeletPlugin.containers.gpus.healthcheckPort). The kubelet's directories are the kubelet's facts (_kubelet.py).
+DRA_APP_NAME = "dra-driver-nvidia-gpu"
+DRA_KUBELET_PLUGIN_NAME = DRA_APP_NAME + "-kubelet-plugin"
+DRA_HEALTHCHECK_PORT = 51516
+DRA_LOG_VERBOSITY = "4"  # values.yaml logVerbosity
+# Kubernetes' DRA matrix (kubernetes v1.36.3 pkg/features/kube_features.go; pkg/controlplane/instance.go): the API
+# group, its versions in the chart's order of preference (templates/_helpers.tpl resourceApiVersion), the gates.
+DRA_API_GROUP = "resource.k8s.io"
+DRA_API_VERSIONS = ("v1", "v1beta2", "v1beta1")
+DRA_MIN_VERSION = (1, 32)  # DynamicResourceAllocation beta (off by default); the chart's kubeVersion >=1.32.0-0
+DRA_GA = (1, 34)  # DynamicResourceAllocation GA, resource.k8s.io/v1 on by default
+DRA_EXTENDED_RESOURCE_BETA = (1, 36)  # DRAExtendedResource beta, on by default (alpha, off, in 1.34 and 1.35)
+DRA_FEATURE_GATE = "DynamicResourceAllocation"
+DRA_EXTENDED_RESOURCE_GATE = "DRAExtendedResource"
+DRA_GATE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")
+DRA_DEFAULT_WAIT_TIMEOUT = 300
