@@ -129,7 +129,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils import _options
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import run_module
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.args import argument_spec
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import dra_migration
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.dra import migration as dra_migration
 
 
 def main():

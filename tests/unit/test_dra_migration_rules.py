@@ -4,7 +4,7 @@
 
 import pytest
 
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import dra_migration as m
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.dra import matrix, migration as m
 
 DP = "nvidia.com/gpu.deploy.device-plugin"
 DRA = "nvidia.com/gpu.deploy.dra-driver"
@@ -34,7 +34,7 @@ def test_what_a_node_is():
     slices = [{"spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}]}},
               {"spec": {"driver": "other.example.com", "nodeName": "n1", "devices": [{"name": "x"}]}},
               {"spec": {"driver": "gpu.nvidia.com", "nodeName": "n2", "devices": [{"name": "gpu-0"}]}}]
-    devices = m.slice_devices(slices, "n1")
+    devices = matrix.slice_gpus(slices, "n1")
     assert devices == ["gpu-0", "gpu-1"]
     assert m.kind_of(node({"nvidia.com/gpu": "2"}), devices) == "both"
     assert m.kind_of(node({"nvidia.com/gpu": "0"}), devices) == "dra"

@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "ansible_collections.kubegpu.cluster.plugins.module_utils."
 CORE_PACKAGES = ("_k8s", "_runtime")  # the axes that are not vendors; every other package under module_utils is one
-LIVE = {"deployment", "dra_migration", "proof", "fleet"}  # vendor files that talk to a cluster (through a client they are given or make)
+LIVE = {"deployment", "migration", "proof", "fleet"}  # vendor files that talk to a cluster (through a client they are given or make)
 
 
 def imports_of(path):

@@ -230,3 +230,10 @@ def test_the_proof_defaults_settled_fills_in_are_the_modules():
         default = documented[option].get("default", default_vendor.proof.get(option))
         assert default == value, option
     assert {"image", "success_pattern"} <= set(filled)
+
+
+def test_the_proof_knows_the_dra_api_as_nvidia_s_driver_does():
+    """_k8s/proof.py names resource.k8s.io and its versions itself (_k8s imports no vendor): the same as NVIDIA's."""
+    from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import proof  # pylint: disable=import-outside-toplevel
+    assert proof.RESOURCE_API_GROUP == nv.DRA_API_GROUP
+    assert proof.RESOURCE_API_VERSIONS == nv.DRA_API_VERSIONS

@@ -21,7 +21,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import Kub
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client, node_labels
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.labels import node_rules
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.proof import read_record
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.dra_migration import list_slices, served_resource_version
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.dra.migration import list_slices, served_resource_version
 
 
 class Listed(object):

@@ -48,8 +48,11 @@ REPROVE = ("changed", "always")
 CLAIM_PREFIX = "claim/"
 CLAIM_NAME = "gpu"
 CLAIM_TEMPLATE = "gpu-proof-claim"
-# resource.k8s.io versions, newest first: the proof's ResourceClaimTemplate uses the newest the server serves.
-RESOURCE_API_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
+# resource.k8s.io and its versions, newest first: the proof's ResourceClaimTemplate uses the newest the server serves.
+# (_k8s knows no vendor: these are Kubernetes' own names, as _nvidia/constants.py DRA_API_GROUP/VERSIONS has them for
+# NVIDIA's driver; tests/unit/test_one_place.py holds the two equal.)
+RESOURCE_API_GROUP = "resource.k8s.io"
+RESOURCE_API_VERSIONS = ("v1", "v1beta2", "v1beta1")
 # What the workload options of a proof are, where a vendor's Workload fills in those the caller leaves out (None)
 WORKLOAD_OPTIONS = ("image", "command", "success_pattern", "tolerations")
 
@@ -459,15 +462,13 @@ class Proof(object):
         return out
 
     def _resource_api(self):
+        served = self.client.served_versions(RESOURCE_API_GROUP)
         for version in RESOURCE_API_VERSIONS:
-            try:
-                self.client.resource(version, "ResourceClaimTemplate")
-            except K8sError:
-                continue
-            return version
-        raise K8sError("device_class is set, but the API server serves no resource.k8s.io API (%s): Dynamic Resource "
+            if version in served:
+                return "%s/%s" % (RESOURCE_API_GROUP, version)
+        raise K8sError("device_class is set, but the API server serves no %s version (%s): Dynamic Resource "
                        "Allocation needs Kubernetes 1.32 or later (on by default from 1.34)"
-                       % ", ".join(RESOURCE_API_VERSIONS))
+                       % (RESOURCE_API_GROUP, ", ".join(RESOURCE_API_VERSIONS)))
 
     def _claim_template(self, dry_run=False):
         if self.device_class:

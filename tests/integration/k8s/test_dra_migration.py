@@ -6,7 +6,10 @@ the way back undoes it; capacity and ResourceSlice counts are checked at each st
 On a kwok node no kubelet runs: the sandbox's device-manager simulator plays the kubelet's part for both plugins
 (sandbox/k8s/devsim: ``nvidia.com/gpu`` while the device plugin's pod runs; NVIDIA's ResourceSlice while a pod of the
 DRA driver's image runs ``gpu-kubelet-plugin``, devsim/dra.py). The same migration on a real kubelet with the stand-in
-plugins is tests/sandbox/test_kubelet_dra_e2e.py."""
+plugins is tests/sandbox/test_kubelet_dra_e2e.py.
+
+These tests run on a control plane of their own (module scope): their DeviceClass maps nvidia.com/gpu to DRA
+(extendedResourceName), which would change how every other test's nvidia.com/gpu pods are scheduled."""
 
 import uuid
 
@@ -14,11 +17,25 @@ import pytest
 from kubernetes import client
 
 from ansible_cli import run_module
+from conftest import Sandbox
 from k8s_helpers import delete_quietly, wait_for, wait_gone
 
 DEPLOY_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
 DEPLOY_DRA = "nvidia.com/gpu.deploy.dra-driver"
 DRA_IMAGE = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.5.0"
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory):  # pylint: disable=redefined-outer-name
+    """Shadows the session's sandbox for this file: a control plane of its own (kwok, devsim), down at the end."""
+    from sandbox.k8s import cluster  # pylint: disable=import-outside-toplevel
+    base = tmp_path_factory.mktemp("dra-migration-cp")
+    layout = cluster.Layout(base / "state", base / "kubeconfig")
+    state = cluster.up(layout, timeout=120, fleet=False)
+    try:
+        yield Sandbox(layout, state)
+    finally:
+        cluster.down(layout)
 
 
 def migrate(sandbox, nodes, expect_rc=0, check=False, **options):

@@ -45,15 +45,14 @@ import re
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import WaitTimeout
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import quantity
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import KubegpuError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import constants as nv
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.dra import matrix
 
 FIELD_MANAGER = "kubegpu.cluster/dra-migration"
 TO_DRA = "dra"
 TO_DEVICE_PLUGIN = "device_plugin"
 KINDS = ("device_plugin", "dra", "both", "none")
-# resource.k8s.io versions, newest first, as NVIDIA's chart picks the one it uses (templates/_helpers.tpl
-# resourceApiVersion): the highest the cluster serves.
-RESOURCE_API_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
@@ -71,31 +70,12 @@ def node_capacity(node):
     return quantity(((node.get("status") or {}).get("capacity") or {}).get(nv.RESOURCE_GPU, 0))
 
 
-def slice_devices(slices, node_name, driver=nv.DRA_DRIVER_NAME):
-    """The device names the ResourceSlices publish for ``node_name`` under ``driver``."""
-    names = []
-    for item in slices:
-        spec = item.get("spec") or {}
-        if spec.get("driver") == driver and spec.get("nodeName") == node_name:
-            names.extend(d.get("name") for d in spec.get("devices") or [])
-    return sorted(n for n in names if n)
-
-
 def kind_of(node, devices):
     """What the node is for GPU allocation (see the module's description)."""
     plugin = any(v > 0 for v in device_plugin_resources(node).values())
     if plugin and devices:
         return "both"
     return "device_plugin" if plugin else ("dra" if devices else "none")
-
-
-def expected_gpus(node):
-    """The GPUs the node has, from GPU feature discovery's / our labels' ``nvidia.com/gpu.count``; None if unlabelled."""
-    value = ((node.get("metadata") or {}).get("labels") or {}).get(nv.LABEL_GPU_COUNT)
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 _RUNTIME = re.compile(r"^([a-z0-9.-]+)://v?(\d+)\.(\d+)(?:\.(\d+))?")
@@ -150,7 +130,7 @@ def arrived(to, node, devices):
     """Whether ``node`` (with ``devices`` in its ResourceSlices) has reached the side ``to``; and what is missing."""
     plugin = dict((k, v) for k, v in device_plugin_resources(node).items() if v > 0)
     if to == TO_DRA:
-        want = expected_gpus(node)
+        want = matrix.expected_gpus(node)
         missing = []
         if plugin:
             missing.append("it still advertises %s" % ", ".join("%s=%d" % kv for kv in sorted(plugin.items())))
@@ -189,13 +169,12 @@ def gpu_pods(pods, node_name):
 # --------------------------------------------------------------------------------------------- the cluster part
 
 def served_resource_version(api):
-    """The newest resource.k8s.io version the API server serves, or None."""
-    for version in RESOURCE_API_VERSIONS:
-        try:
-            api.resource(version, "ResourceSlice")
-        except K8sError:
-            continue
-        return version
+    """The newest ``resource.k8s.io/<version>`` the API server serves (discovery), as NVIDIA's chart picks it
+    (templates/_helpers.tpl resourceApiVersion), or None."""
+    served = api.served_versions(nv.DRA_API_GROUP)
+    for version in nv.DRA_API_VERSIONS:
+        if version in served:
+            return "%s/%s" % (nv.DRA_API_GROUP, version)
     return None
 
 
@@ -226,10 +205,10 @@ class Migration(object):
     def precheck(self, nodes, slices, version):
         """Refuse, before any change, what cannot work (see the module's description)."""
         if version is None:
-            raise K8sError("the API server serves no resource.k8s.io API (%s), so no node can use DRA: Kubernetes 1.32 "
-                           "or later is needed, with the DynamicResourceAllocation feature gate and "
-                           "--runtime-config=resource.k8s.io/<version>=true on 1.32 and 1.33 (on by default from 1.34)"
-                           % ", ".join(RESOURCE_API_VERSIONS))
+            try:  # the version matrix's own refusal: too old, the gates to turn on, or v1 turned off
+                matrix.api_version(matrix.minor_of(self.api.server_version()), [])
+            except KubegpuError as exc:
+                raise K8sError("cannot move nodes between the device plugin and DRA: %s" % exc)
         if self.to == TO_DRA:
             if self.api.get(version, "DeviceClass", nv.DRA_DEVICE_CLASS_GPU) is None:
                 raise K8sError("DeviceClass %s is missing: NVIDIA's DRA driver is not deployed; deploy it first "
@@ -265,11 +244,11 @@ class Migration(object):
         out = {}
         for name in self.names:
             node = nodes[name]
-            devices = slice_devices(slices, name)
+            devices = matrix.slice_gpus(slices, name)
             done, missing = arrived(self.to, node, devices)
             out[name] = {"kind": kind_of(node, devices), "allocatable": device_plugin_resources(node),
                          "capacity_gpu": node_capacity(node), "slice_devices": devices,
-                         "expected_gpus": expected_gpus(node), "arrived": done, "missing": missing}
+                         "expected_gpus": matrix.expected_gpus(node), "arrived": done, "missing": missing}
         return out
 
     def wait(self, version, timeout):
@@ -293,9 +272,9 @@ class Migration(object):
         def slices_done(objects):
             items = list(objects.values())
             for name in names:
-                devices = slice_devices(items, name)
+                devices = matrix.slice_gpus(items, name)
                 if self.to == TO_DRA:
-                    want = expected_gpus(nodes_seen.get(name) or {})
+                    want = matrix.expected_gpus(nodes_seen.get(name) or {})
                     if not devices or (want is not None and len(devices) < want):
                         return False
                 elif devices:
