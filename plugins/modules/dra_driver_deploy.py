@@ -185,7 +185,8 @@ extended_resource:
   type: bool
   sample: true
 nodes:
-  description: The nodes labelled C(nvidia.com/gpu.deploy.dra-driver=true).
+  description: The nodes the kubelet plugin runs on - labelled C(nvidia.com/gpu.deploy.dra-driver=true) and matching
+    O(node_selector); the wait is for their ResourceSlices.
   returned: always
   type: list
   elements: str

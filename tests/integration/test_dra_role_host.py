@@ -5,7 +5,9 @@ connection, with the node's own systemd:
 - the node's containerd is Debian's 1.6: refused before anything changes (its config untouched, no boot unit);
 - with a containerd 2.x binary put first on the node's PATH (CONTAINERD2, `make containerd2`) CDI is on: the role
   writes and enables the boot unit that creates NVIDIA's device nodes, and a rerun changes nothing. The device nodes
-  are present as plain files made by this test: the node has no NVIDIA driver, so nvidia-ctk could not make them.
+  are present as plain files made by this test: the node has no NVIDIA driver, so nvidia-ctk could not make them;
+- with containerd 1.7 in place of 1.6 (CONTAINERD17, `make containerd17`), CDI is off: the role turns it on through
+  the container_toolkit role (drop-in, restart, verification), and containerd's own dump says so.
 """
 
 import os
@@ -25,6 +27,7 @@ PLAYBOOK = """
         tasks_from: host
 """
 CONTAINERD2 = os.environ.get("CONTAINERD2")
+CONTAINERD17 = os.environ.get("CONTAINERD17")
 UNIT = "/etc/systemd/system/nvidia-device-nodes.service"
 STATE = "sha256sum /etc/containerd/config.toml; test -e %s && echo unit-present || echo no-unit" % UNIT
 
@@ -68,3 +71,28 @@ def test_containerd_2_gets_the_boot_unit_and_a_rerun_changes_nothing(tmp_path):
 def _docker_or_skip():
     if os.system("docker info >/dev/null 2>&1") != 0:
         pytest.skip("no docker engine here: the node containers need one")
+
+
+def test_containerd_17_gets_cdi_turned_on_through_the_container_toolkit_role(tmp_path):
+    """containerd 1.7 (CONTAINERD17) in place of the node's 1.6, run by the node's own containerd.service: CDI is off,
+    the role turns it on through the container_toolkit role (its drop-in, restart and verification; no packages: the
+    node reaches no repository), and containerd's own config dump says it is on. The NVIDIA runtime binary the
+    toolkit's configuration names is a stub this test writes: no container runs here."""
+    if not CONTAINERD17 or not os.access(CONTAINERD17, os.X_OK):
+        missing_setup("set CONTAINERD17 to a containerd 1.7 binary (make containerd17 builds one)")
+    volumes = ["%s:/usr/bin/containerd:ro" % CONTAINERD17]
+    with NodeContainer("dcl-dra-host17-%d" % os.getpid(), label="dcl_dra_host", volumes=volumes) as node:
+        node.run("systemctl restart containerd; containerd --version | grep -q ' 1.7.'\n"
+                 "for d in nvidiactl nvidia-modeset nvidia-uvm nvidia-uvm-tools; do touch /dev/$d; done\n"
+                 "printf '#!/bin/sh\\nexit 1\\n' > /usr/bin/nvidia-container-runtime; chmod +x /usr/bin/nvidia-container-runtime")
+        rc, tasks = node.play(PLAYBOOK, tmp_path, dra_runtime="containerd", container_toolkit_install=False)
+        assert rc == 0, _failed(tasks)
+        prep = dict(tasks)["Check the runtime, find the kubelet's root dir, create NVIDIA's missing device nodes"]
+        assert prep["cdi"] == {"cdi": "off", "enable": True, "max_spec_version": "0.7.0"}, prep
+        dump = node.run("containerd config dump")
+        assert "enable_cdi = true" in dump, dump
+        assert node.run("systemctl is-active containerd").strip() == "active"
+        rc, again = node.play(PLAYBOOK, tmp_path, dra_runtime="containerd", container_toolkit_install=False)
+        assert rc == 0 and not [n for n, r in again if r.get("changed")], again
+        prep = dict(again)["Check the runtime, find the kubelet's root dir, create NVIDIA's missing device nodes"]
+        assert prep["cdi"]["cdi"] == "on" and not prep["cdi"]["enable"], prep

@@ -107,7 +107,7 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
         if matrix["extended_resource"] and warnings:  # asked for where the gate is off by default (1.34, 1.35)
             gate_on_at_the_api_server(client, params, matrix)
         resource_api = matrix["api_version"]
-        result["nodes"] = dra.dra_nodes(nodes)
+        result["nodes"] = dra.dra_nodes(nodes, params.get("node_selector"))
     else:
         resource_api = _served_api(served)
     objects = ObjectSet(client, namespace, DRA_APP_NAME, dra_manifests.managed_kinds(resource_api),

@@ -136,9 +136,12 @@ def _labels(node):
     return ((node or {}).get("metadata") or {}).get("labels") or {}
 
 
-def dra_nodes(nodes):
-    """Names of the nodes labelled for the DRA kubelet plugin (LABEL_DEPLOY_DRA_DRIVER=true), sorted."""
-    return sorted(n["metadata"]["name"] for n in nodes if _labels(n).get(LABEL_DEPLOY_DRA_DRIVER) == DEPLOY_LABEL_ON)
+def dra_nodes(nodes, node_selector=None):
+    """Names of the nodes the DRA kubelet plugin runs on: labelled for it (LABEL_DEPLOY_DRA_DRIVER=true) and matching
+    the DaemonSet's other ``node_selector`` labels, sorted."""
+    wanted = dict(node_selector or {}, **{LABEL_DEPLOY_DRA_DRIVER: DEPLOY_LABEL_ON})
+    return sorted(n["metadata"]["name"] for n in nodes
+                  if all(_labels(n).get(key) == str(value) for key, value in wanted.items()))
 
 
 def both_plugins(nodes):

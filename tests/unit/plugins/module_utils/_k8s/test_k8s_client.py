@@ -370,3 +370,33 @@ def test_discovery_rides_out_a_restarting_api_server(monkeypatch):
     monkeypatch.setattr(_k8s, "discovery_cache_file", lambda host: None)
     assert _k8s.Client(ApiClient(), clock=fake.clock, sleep=fake.sleep).dynamic == "discovered"
     assert fake.pauses == [0.5, 1]
+
+
+class _Answer(object):
+    def __init__(self, body):
+        self.data = body
+
+
+class _DiscoveryCore(object):
+    """``get_code`` and ``get_api_group`` as the API server answers them (a 404 where the group is not served)."""
+
+    def __init__(self, groups, version="v1.36.3"):
+        self.groups = groups
+        self.version = version
+
+    def get_code(self):
+        return _Answer(b'{"major": "1", "minor": "36", "gitVersion": "%s"}' % self.version.encode())
+
+    def get_api_group(self, group):
+        if group not in self.groups:
+            raise _k8s.ApiException(status=404, reason="Not Found")
+        versions = ",".join('{"groupVersion": "%s/%s", "version": "%s"}' % (group, v, v) for v in self.groups[group])
+        return _Answer(('{"kind": "APIGroup", "name": "%s", "versions": [%s]}' % (group, versions)).encode())
+
+
+def test_server_version_and_served_versions_from_discovery():
+    client = _k8s.Client(dynamic=object())
+    client._core = _DiscoveryCore({"resource.k8s.io": ["v1", "v1beta2"]})
+    assert client.server_version()["gitVersion"] == "v1.36.3"
+    assert client.served_versions("resource.k8s.io") == ["v1", "v1beta2"]
+    assert client.served_versions("example.com") == []  # a group the server does not serve: 404, no error

@@ -90,6 +90,8 @@ def test_both_plugins_refused_naming_every_node():
         dra.refuse_both(nodes)
     assert "nodes a, c are labelled for both" in str(err.value) and err.value.details["nodes"] == ["a", "c"]
     assert dra.dra_nodes(nodes) == ["a", "b", "c"]
+    nodes[1]["metadata"]["labels"]["pool"] = "h100"
+    assert dra.dra_nodes(nodes, {"pool": "h100"}) == ["b"]  # the DaemonSet's other selector labels count too
     dra.refuse_both(nodes[1:2] + nodes[3:])
 
 
