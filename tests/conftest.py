@@ -35,21 +35,6 @@ def fake_nvml_dir(tmp_path_factory):
     return build_dir
 
 
-class Sandbox:
-    """A running sandbox and API clients for it."""
-
-    def __init__(self, layout, state):
-        from kubernetes import client, config  # pylint: disable=import-outside-toplevel
-        from sandbox.k8s import paths  # pylint: disable=import-outside-toplevel
-
-        self.layout = layout
-        self.state = state
-        self.kubeconfig = str(layout.kubeconfig)
-        self.api_client = config.new_client_from_config(config_file=self.kubeconfig)
-        self.core = client.CoreV1Api(self.api_client)
-        self.apps = client.AppsV1Api(self.api_client)
-        self.batch = client.BatchV1Api(self.api_client)
-        self.kube_version = paths.read_versions()["KUBE_VERSION"]
 
 
 def _ensure_binaries():
@@ -63,6 +48,7 @@ def _ensure_binaries():
 def sandbox():
     """The test session's own sandbox cluster, fresh, for the whole session."""
     from sandbox.k8s import cluster, paths  # pylint: disable=import-outside-toplevel
+    from k8s_helpers import Sandbox  # pylint: disable=import-outside-toplevel
     layout = cluster.Layout(paths.TEST_STATE_DIR, paths.TEST_KUBECONFIG)
     cluster.down(layout, quiet=True)  # what an interrupted session left: every session starts from an empty etcd
     _ensure_binaries()

@@ -15,6 +15,23 @@ PLUGIN_IMAGE = default_image()
 FIXTURES = Path(__file__).resolve().parent / "fixtures"  # tests/fixtures
 
 
+class Sandbox:
+    """A running sandbox and API clients for it."""
+
+    def __init__(self, layout, state):
+        from kubernetes import client, config  # pylint: disable=import-outside-toplevel
+        from sandbox.k8s import paths  # pylint: disable=import-outside-toplevel
+
+        self.layout = layout
+        self.state = state
+        self.kubeconfig = str(layout.kubeconfig)
+        self.api_client = config.new_client_from_config(config_file=self.kubeconfig)
+        self.core = client.CoreV1Api(self.api_client)
+        self.apps = client.AppsV1Api(self.api_client)
+        self.batch = client.BatchV1Api(self.api_client)
+        self.kube_version = paths.read_versions()["KUBE_VERSION"]
+
+
 def gpu_fact(fake_nvml_dir, profile_name):
     """The gpu fact the real gpu_facts module reads from the fake NVML with a shipped profile (sandbox/profiles)."""
     from ansible_cli import run_module  # pylint: disable=import-outside-toplevel

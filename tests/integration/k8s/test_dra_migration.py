@@ -17,8 +17,7 @@ import pytest
 from kubernetes import client
 
 from ansible_cli import run_module
-from conftest import Sandbox
-from k8s_helpers import delete_quietly, wait_for, wait_gone
+from k8s_helpers import Sandbox, delete_quietly, wait_for, wait_gone
 
 DEPLOY_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
 DEPLOY_DRA = "nvidia.com/gpu.deploy.dra-driver"
