@@ -132,6 +132,7 @@ CONSTANTS = [
     ("gpu_driver", "gpu_driver_min_version", nv.DRIVER_MIN_VERSION),
     ("container_toolkit", "container_toolkit_runtime_name", nv.RUNTIME_NAME),
     ("container_toolkit", "container_toolkit_runtime_path", nv.RUNTIME_PATH),
+    ("dra", "dra_device_class", nv.DRA_DEVICE_CLASS_GPU),
 ] + [("container_toolkit", "container_toolkit_%s_config" % name, adapter.config_path)
      for name, adapter in sorted(registry.RUNTIMES.items())] + [
     ("container_toolkit", "container_toolkit_%s_drop_in" % name, adapter.drop_in_path)

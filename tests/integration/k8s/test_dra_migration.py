@@ -16,12 +16,11 @@ import uuid
 import pytest
 from kubernetes import client
 
-from ansible_cli import run_module
+from ansible_cli import run_module, run_playbook
 from k8s_helpers import Sandbox, delete_quietly, wait_for, wait_gone
 
 DEPLOY_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
 DEPLOY_DRA = "nvidia.com/gpu.deploy.dra-driver"
-DRA_IMAGE = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.5.0"
 
 
 @pytest.fixture(scope="module")
@@ -65,37 +64,31 @@ def slices(resource, node):
 
 @pytest.fixture
 def dra_side(sandbox):
-    """The DeviceClass and a DaemonSet shaped as the DRA driver's kubelet plugin (image, program, node selector), in a
-    namespace of the test's own."""
-    resource = client.ResourceV1Api(sandbox.api_client)
-    apps = client.AppsV1Api(sandbox.api_client)
+    """NVIDIA's DRA driver as the collection deploys it (dra_driver_deploy: its kubelet-plugin DaemonSet on the nodes
+    labelled for DRA, the DeviceClass gpu.nvidia.com with extendedResourceName nvidia.com/gpu on 1.36), in a
+    namespace of the test's own; removed afterwards."""
     ns = "dra-" + uuid.uuid4().hex[:6]
-    sandbox.core.create_namespace({"metadata": {"name": ns}})
-    try:
-        resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-                                      "metadata": {"name": "gpu.nvidia.com"},
-                                      "spec": {"extendedResourceName": "nvidia.com/gpu",
-                                               "selectors": [{"cel": {"expression":
-                                                   "device.driver == 'gpu.nvidia.com' && "
-                                                   "device.attributes['gpu.nvidia.com'].type == 'gpu'"}}]}})
-    except client.exceptions.ApiException as exc:
-        if exc.status != 409:
-            raise
-    labels_ = {"app": "dra-kubelet-plugin-test"}
-    apps.create_namespaced_daemon_set(ns, {
-        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "kubelet-plugin"},
-        "spec": {"selector": {"matchLabels": labels_}, "template": {
-            "metadata": {"labels": labels_},
-            "spec": {"nodeSelector": {DEPLOY_DRA: "true"},
-                     "tolerations": [{"operator": "Exists"}],
-                     "containers": [{"name": "gpus", "image": DRA_IMAGE, "command": ["bash", "-c"],
-                                     "args": ["gpu-kubelet-plugin -v $(LOG_VERBOSITY)"]}]}}}})
-    yield resource
-    delete_quietly(sandbox.core.delete_namespace, ns)
+    rc, deployed = run_module("kubegpu.cluster.dra_driver_deploy", dict(kubeconfig=sandbox.kubeconfig, namespace=ns,
+                                                                        wait=False))
+    assert rc == 0, deployed
+    yield client.ResourceV1Api(sandbox.api_client)
+    rc, gone = run_module("kubegpu.cluster.dra_driver_deploy", dict(kubeconfig=sandbox.kubeconfig, namespace=ns,
+                                                                    state="absent", wait_timeout=60))
+    assert rc == 0, gone
+
+
+MIGRATE_PLAY = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: kubegpu.cluster.dra
+        tasks_from: migrate
+"""
 
 
 def test_a_node_moves_to_dra_and_back_with_capacity_and_slices_checked_at_each_step(
-        sandbox, test_nodes, namespace, dra_side):
+        sandbox, test_nodes, namespace, dra_side, tmp_path):
     node = test_nodes(1, profile="h100")[0]
     set_runtime(sandbox, node, "containerd://2.4.2")
     sandbox.core.patch_node(node, {"metadata": {"labels": {DEPLOY_PLUGIN: "true", "nvidia.com/gpu.count": "1"}}})
@@ -125,7 +118,16 @@ def test_a_node_moves_to_dra_and_back_with_capacity_and_slices_checked_at_each_s
         assert preview["nodes"][node]["kind"] == "device_plugin"
         assert labels(sandbox, node)[DEPLOY_PLUGIN] == "true"  # check mode changed nothing
 
-        moved = migrate(sandbox, [node])
+        # the dra role's `migrate` entry point: the move, then the claim-based proof on the node
+        playbook = tmp_path / "migrate.yml"
+        playbook.write_text(MIGRATE_PLAY)
+        code, tasks = run_playbook(playbook, {"dra_kubeconfig": sandbox.kubeconfig, "dra_migrate_nodes": [node],
+                                              "dra_proof_timeout": 60})
+        assert code == 0, tasks
+        results = dict(tasks)
+        moved = results["Move the nodes between the device plugin and DRA, and wait until each has arrived"]
+        proved = results["Prove each node moved to DRA with a Job whose pod gets its GPU through a ResourceClaimTemplate"]
+        assert proved["results"][0]["passed"] is True and proved["results"][0]["resource"] == "claim/gpu.nvidia.com"
         assert moved["changed"] is True
         state = moved["nodes"][node]
         assert state["kind"] == "dra" and state["arrived"] is True, state
