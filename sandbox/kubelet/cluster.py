@@ -165,7 +165,7 @@ def start(layout, state: dict, nodes: list, timeout: float, launch, gpu_taint: b
     def provision(n):
         return node_mod.provision(container_of(n), index=n["index"], server=servers[infos[n["name"]]["gateway"]],
                                   pki_dir=layout.pki, labels=labels_for(n, fleet), gpu_taint=gpu_taint, image_dir=image_dir,
-                                  node_name=n["name"])
+                                  node_name=n["name"], containerd2=config.wants_containerd2(n))
 
     # a few nodes at a time: each step is a docker command that mostly waits (copies, systemctl in the node)
     with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL) as pool:

@@ -190,6 +190,43 @@ def copy_binaries(name: str, kubelet: Path) -> list:
     return copied
 
 
+# containerd 2.x in place of Debian's 1.6 (config.CONTAINERD_KEY): its programs under /usr/local/bin (before /usr/bin
+# in systemd's and docker exec's PATH, so the daemon finds its shim and the loader and the reset their ctr), and a
+# drop-in that starts it instead of /usr/bin/containerd. Debian's package stays installed.
+CONTAINERD2_DROPIN = "/etc/systemd/system/containerd.service.d/kubegpu-containerd2.conf"
+CONTAINERD2_UNIT = ("# written by sandbox/kubelet/node.py: containerd 2.x (sandbox/kubelet/README.md)\n"
+                    "[Service]\nExecStart=\nExecStart=/usr/local/bin/containerd\n")
+
+
+def install_containerd(name: str, containerd2: bool) -> list:
+    """Put containerd 2.x in (``containerd2``) or take it out again; return what changed (then containerd restarts)."""
+    changed = []
+    have = _exec(name, "sh", "-c", "sha256sum /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 "
+                 "/usr/local/bin/ctr %s 2>/dev/null; true" % CONTAINERD2_DROPIN).split()
+    if not containerd2:
+        if CONTAINERD2_DROPIN in have or "/usr/local/bin/containerd" in have:
+            _exec(name, "sh", "-c", "rm -f %s /usr/local/bin/containerd /usr/local/bin/containerd-shim-runc-v2 "
+                  "/usr/local/bin/ctr && if [ -f /etc/containerd/config.toml.v2 ]; then mv /etc/containerd/config.toml.v2 "
+                  "/etc/containerd/config.toml; fi && systemctl daemon-reload" % CONTAINERD2_DROPIN)
+            changed.append("containerd 2.x removed")
+        return changed
+    binaries = config.containerd2_binaries()
+    absent = [str(p) for p in binaries.values() if not p.exists()]
+    if absent:
+        raise KubeletNodeError("containerd 2.x wanted on %s but %s missing (make kubelet-containerd2)"
+                               % (name, ", ".join(absent)))
+    for program, path in binaries.items():
+        if _sha256(path) not in have:
+            docker("cp", path, "%s:/usr/local/bin/%s" % (name, program), timeout=180)
+            changed.append(program)
+    if CONTAINERD2_DROPIN not in have:
+        blob = _tar({CONTAINERD2_DROPIN: (CONTAINERD2_UNIT.encode(), 0o644)})
+        docker("exec", "-i", name, "tar", "-x", "--no-same-owner", "-C", "/", stdin=_bytes_stdin(blob), timeout=60)
+        _exec(name, "systemctl", "daemon-reload")
+        changed.append("containerd.service drop-in")
+    return changed
+
+
 def _bytes_stdin(data: bytes):
     """A readable file for subprocess stdin holding ``data``."""
     import tempfile  # pylint: disable=import-outside-toplevel
@@ -233,10 +270,12 @@ def load_images(name: str) -> dict:
 
 
 def provision(name: str, *, index: int, server: str, pki_dir: Path, labels: dict, gpu_taint: bool = False,
-              image_dir: Path | None = None, kubelet: Path | None = None, node_name: str | None = None) -> dict:
+              image_dir: Path | None = None, kubelet: Path | None = None, node_name: str | None = None,
+              containerd2: bool = False) -> dict:
     """Make the running node container ``name`` a kubelet node of the API server at ``server`` (as the node sees it)
     and start its kubelet; return what was done (copied files, image report, timings). ``node_name``: the Kubernetes
-    node it registers as (the kubelet's --hostname-override and its credentials), the container's name by default."""
+    node it registers as (the kubelet's --hostname-override and its credentials), the container's name by default.
+    ``containerd2``: run containerd 2.x (config version 3, CDI) instead of the node's Debian 1.6."""
     node_name = node_name or name
     env = config.read_env()
     kubelet = kubelet or config.kubelet_binary()
@@ -268,10 +307,13 @@ def provision(name: str, *, index: int, server: str, pki_dir: Path, labels: dict
     }
     docker("exec", "-i", name, "tar", "-x", "--no-same-owner", "-C", "/", stdin=_bytes_stdin(_tar(files)), timeout=60)
     report["copied"] += copy_images(name, image_dir)
-    containerd = _exec(name, "/opt/kubegpu/venv/bin/python", CONTAINERD_CRI, env["PAUSE_IMAGE"]).strip()
+    swapped = install_containerd(name, containerd2)
+    report["copied"] += swapped
+    containerd = _exec(name, "/opt/kubegpu/venv/bin/python", CONTAINERD_CRI, env["PAUSE_IMAGE"],
+                       *(["--v3"] if containerd2 else [])).strip()
     _exec(name, "sh", "-c", "systemctl daemon-reload && systemctl enable -q kubegpu-kubelet-prep.service "
           "kubegpu-image-load.service kubelet.service && systemctl start kubegpu-kubelet-prep.service", timeout=60)
-    if containerd == "changed" or _exec(name, "systemctl", "is-active", "containerd.service").strip() != "active":
+    if containerd == "changed" or swapped or _exec(name, "systemctl", "is-active", "containerd.service").strip() != "active":
         _exec(name, "systemctl", "restart", "containerd.service", timeout=60)
     report["containerd_config"] = containerd
     report["images"] = load_images(name)

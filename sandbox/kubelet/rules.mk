@@ -6,7 +6,9 @@
 #   make kubelet-images   the loader directory $(KUBELET_IMAGE_DIR): the pause image of our own (cached by key), and
 #                         whatever image tars other targets put there; sandbox-up imports each into every kubelet node
 #   make kubelet-inotify  fs.inotify.max_user_instances raised to 1024 when lower (machine-wide; below)
-#   make kubelet-ready    all four
+#   make kubelet-containerd2  containerd 2.x, its shim and ctr (sandbox/containerd2/rules.mk), for nodes with
+#                         `containerd: "2"` in fleet.yml (README.md, "containerd 2.x on a kubelet node")
+#   make kubelet-ready    all of them
 # Which nodes are kubelet nodes: `kubelet: true` in sandbox/fleet.yml, or K8S_KUBELET_NODES=all|none|a,b for sandbox-up.
 
 KUBELET_DIR := $(ROOT)/sandbox/kubelet
@@ -18,7 +20,7 @@ K8S_KUBELET_NODES ?=
 KUBELET_WANTED := $(if $(filter-out none,$(K8S_KUBELET_NODES)),yes,$(if $(K8S_KUBELET_NODES),,$(shell \
 	grep -Eqs '^\s+kubelet:\s*true\b' $(ROOT)/sandbox/fleet.yml && echo yes)))
 
-.PHONY: kubelet kubelet-cni kubelet-images kubelet-ready kubelet-if-wanted kubelet-inotify
+.PHONY: kubelet kubelet-cni kubelet-images kubelet-ready kubelet-if-wanted kubelet-inotify kubelet-containerd2
 
 kubelet:
 	mkdir -p $(GO_TMP)
@@ -30,7 +32,9 @@ kubelet-cni:
 kubelet-images: venv docker-engine
 	cd $(ROOT) && $(PY) -m sandbox.kubelet.images pause --cache-dir $(KUBELET_CACHE)/images --out $(KUBELET_IMAGE_DIR)
 
-kubelet-ready: kubelet kubelet-cni kubelet-images kubelet-inotify
+kubelet-containerd2: containerd2 containerd2-shim
+
+kubelet-ready: kubelet kubelet-cni kubelet-images kubelet-inotify kubelet-containerd2
 
 # sandbox-up's prerequisite: nothing unless some node will be a kubelet node (a fresh machine's demo builds no kubelet)
 kubelet-if-wanted: $(if $(KUBELET_WANTED),kubelet-ready)

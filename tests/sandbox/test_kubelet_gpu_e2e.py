@@ -309,9 +309,10 @@ def test_the_kubelet_advertises_what_the_plugin_registered_through_nvidia_runtim
     # CRI's default on both nodes, with runc's systemd cgroup driver (what containerd itself says it runs with)
     for name in (PASSING, FAILING):
         dump = _docker("exec", name, "containerd", "config", "dump").stdout
-        assert re.search(r'^\s*default_runtime_name = "nvidia"$', dump, re.M), dump
+        # containerd 1.6 prints double quotes, 2.x (a node with containerd: "2") single ones
+        assert re.search(r'^\s*default_runtime_name = ["\']nvidia["\']$', dump, re.M), dump
         nvidia = dump[dump.index(".runtimes.nvidia.options]"):]
-        assert re.search(r'^\s*BinaryName = "/usr/bin/nvidia-container-runtime"$', nvidia, re.M), nvidia[:800]
+        assert re.search(r'^\s*BinaryName = ["\']/usr/bin/nvidia-container-runtime["\']$', nvidia, re.M), nvidia[:800]
         assert re.search(r'^\s*SystemdCgroup = true$', nvidia.split("[plugins.", 1)[0], re.M), nvidia[:800]
 
 

@@ -104,3 +104,44 @@ def test_inotify_limit_is_what_make_raises_it_to():
     rules = (config.HERE / "rules.mk").read_text(encoding="utf-8")
     assert "KUBELET_INOTIFY_INSTANCES ?= %d\n" % cluster.INOTIFY_WANTED in rules
     assert cluster.inotify_limit() >= 1
+
+
+def test_containerd_2_nodes_get_config_version_3_with_cdi(tmp_path):
+    """``containerd_cri.py --v3`` (a node with ``containerd: "2"``): the node image's version 2 file is kept aside, the
+    settings land at their version 3 places with CDI's spec directories, a second run changes nothing, and containerd
+    2.x itself reads the file (when the cached binary is there)."""
+    script = (config.NODE_FILES / "containerd_cri.py").read_text(encoding="utf-8")
+    target = tmp_path / "config.toml"
+    target.write_text('version = 2\n[plugins."io.containerd.grpc.v1.cri".cni]\n  bin_dir = "/usr/lib/cni"\n')
+    code = script.replace('PATH = "/etc/containerd/config.toml"', "PATH = %r" % str(target))
+    pause = config.read_env()["PAUSE_IMAGE"]
+    run = [sys.executable, "-c", code, pause, "--v3"]
+    first = subprocess.run(run, capture_output=True, text=True, check=True)
+    second = subprocess.run(run, capture_output=True, text=True, check=True)
+    assert (first.stdout.strip(), second.stdout.strip()) == ("changed", "unchanged")
+    assert (tmp_path / "config.toml.v2").read_text().startswith("version = 2")
+    import tomlkit  # pylint: disable=import-outside-toplevel
+    doc = tomlkit.parse(target.read_text())
+    assert doc["version"] == 3
+    assert doc["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"] == pause
+    runtime = doc["plugins"]["io.containerd.cri.v1.runtime"]
+    assert runtime["cdi_spec_dirs"] == ["/etc/cdi", "/var/run/cdi"] and runtime["restrict_oom_score_adj"] is True
+    runc = runtime["containerd"]["runtimes"]["runc"]
+    assert runc["options"]["SystemdCgroup"] is True and runc["privileged_without_host_devices"] is True
+    assert "enable_cdi" not in runtime  # always on in 2.x, and dropped by its migration
+    daemon = config.containerd2_binaries()["containerd"]
+    if not daemon.exists():
+        print("containerd 2.x not built (make containerd2): the file is not checked with containerd itself")
+        return
+    dump = subprocess.run([str(daemon), "--config", str(target), "config", "dump"], capture_output=True, text=True,
+                          check=True, timeout=60).stdout.replace("'", '"')
+    assert 'cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]' in dump and "SystemdCgroup = true" in dump, dump[:2000]
+
+
+def test_containerd_choice_per_fleet_node():
+    assert config.wants_containerd2({"name": "a", "containerd": "2"}) is True
+    assert config.wants_containerd2({"name": "a", "containerd": 2}) is True
+    assert config.wants_containerd2({"name": "a"}) is False and config.wants_containerd2({"containerd": "1.6"}) is False
+    with pytest.raises(ValueError, match="containerd"):
+        config.wants_containerd2({"name": "a", "containerd": "1.7"})
+    assert config.containerd2_version() in str(config.containerd2_binaries()["containerd-shim-runc-v2"])
