@@ -22,6 +22,8 @@ per fleet node:
 * ``simulator_status_patches``: how many times the device-manager simulator's log says it patched the node's status
   (capacity/allocatable: ``node <name>: ... patching status``); on a kubelet node it must be 0, every resource there is
   the kubelet's. The log is the sandbox's (``<kubeconfig's directory>/k8s/logs/devsim.log``, or ``--devsim-log``).
+* ``dra``: the devices NVIDIA's DRA driver (``gpu.nvidia.com``) publishes for the node in ResourceSlices (name,
+  product, UUID), as ``kubectl get resourceslices`` lists them; empty where the node is not on DRA.
 * ``labels_simulated``: whether GFD's and NFD's labels on the node come from the device-manager simulator (every kwok
   node, and kubelet nodes carrying ``sandbox.kubegpu.io/simulated``; sandbox/kubelet/README.md).
 """
@@ -115,9 +117,28 @@ def status_patches(log_text: str, name: str) -> int:
     return len(re.findall(r"^.*\bnode %s: .*patching status" % re.escape(name), log_text, re.M))
 
 
-def node_report(core, name: str, profile, image: str, devsim_log: str = "") -> dict:
+DRA_DRIVER = "gpu.nvidia.com"  # plugins/module_utils/_nvidia/constants.py DRA_DRIVER_NAME (tests/sandbox/unit hold it)
+
+
+def dra_devices(slices: list, name: str) -> list:
+    """``[{name, product, uuid, slice}]`` NVIDIA's DRA driver publishes for node ``name`` (ResourceSlices as dicts)."""
+    out = []
+    for item in slices:
+        spec = item.get("spec") or {}
+        if spec.get("driver") != DRA_DRIVER or spec.get("nodeName") != name:
+            continue
+        for device in spec.get("devices") or []:
+            attrs = device.get("attributes") or {}
+            out.append({"name": device.get("name"), "slice": item["metadata"]["name"],
+                        "product": (attrs.get("productName") or {}).get("string"),
+                        "uuid": (attrs.get("uuid") or {}).get("string")})
+    return sorted(out, key=lambda d: d["name"] or "")
+
+
+def node_report(core, name: str, profile, image: str, devsim_log: str = "", slices: list | None = None) -> dict:
     from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
     out = {"kind": None, "kubelet_healthz": None, "plugin": None, "pods": {}, "not_running": {},
+           "dra": dra_devices(slices or [], name),
            "proof_expect": expectation(profile, image), "labels_simulated": None,
            "simulator_status_patches": status_patches(devsim_log, name)}
     try:
@@ -169,11 +190,13 @@ def main(argv=None) -> int:
     log_path = Path(args.devsim_log) if args.devsim_log else Path(args.kubeconfig).parent / "k8s" / "logs" / "devsim.log"
     devsim_log = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
     from kubernetes import client, config  # pylint: disable=import-outside-toplevel
-    core = client.CoreV1Api(config.new_client_from_config(config_file=args.kubeconfig))
+    api_client = config.new_client_from_config(config_file=args.kubeconfig)
+    core = client.CoreV1Api(api_client)
+    slices = api_client.sanitize_for_serialization(client.ResourceV1Api(api_client).list_resource_slice().items)
     with open(args.fleet, encoding="utf-8") as handle:
         fleet = (yaml.safe_load(handle) or {}).get("nodes") or []
     image = proof_image(Path(args.constants))
-    report = {n["name"]: node_report(core, n["name"], _profile(n, Path(args.profiles)), image, devsim_log)
+    report = {n["name"]: node_report(core, n["name"], _profile(n, Path(args.profiles)), image, devsim_log, slices)
               for n in fleet}
     print(json.dumps(report, sort_keys=True))
     return 0

@@ -51,3 +51,17 @@ def test_gpus_in_mig_mode_and_other_vendors_are_left_out():
     assert dra.slice_devices(profile("h100-mig-me")) == []
     assert dra.slice_devices(profile("mi210x2")) == []
     assert [d["name"] for d in dra.slice_devices(profile("v100x4"))] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+
+
+def test_the_demo_lists_a_nodes_dra_devices_under_nvidia_s_driver_only():
+    from sandbox.demo import check
+    assert check.DRA_DRIVER == nv.DRA_DRIVER_NAME
+    slices = [{"metadata": {"name": "kg-h100-gpu.nvidia.com-x"},
+               "spec": {"driver": "gpu.nvidia.com", "nodeName": "kg-h100", "devices": [
+                   {"name": "gpu-0", "attributes": {"productName": {"string": "NVIDIA H100 80GB HBM3"},
+                                                    "uuid": {"string": "GPU-1"}}}]}},
+              {"metadata": {"name": "other"}, "spec": {"driver": "other.example.com", "nodeName": "kg-h100",
+                                                       "devices": [{"name": "x"}]}}]
+    assert check.dra_devices(slices, "kg-h100") == [{"name": "gpu-0", "slice": "kg-h100-gpu.nvidia.com-x",
+                                                     "product": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1"}]
+    assert check.dra_devices(slices, "kg-a100") == []
