@@ -20,7 +20,8 @@ description:
     resource (allocatable 0 or gone) and the ResourceSlices of the driver C(gpu.nvidia.com) list its GPUs (as many
     as its C(nvidia.com/gpu.count) label says, when it has one), at most O(wait_timeout) seconds."
   - "With O(to=device_plugin), the way back: applies C(nvidia.com/gpu.deploy.device-plugin=true) alone, so the
-    C(dra-driver) label this module set is removed (a value someone else owns stays), and watches until no
+    C(dra-driver) label this module set is removed (where someone else set it to V(true) as well, it is set to
+    V(false): the node must not run both plugins), and watches until no
     ResourceSlice of the driver is left for the node (the kubelet wipes them 30 s after the plugin leaves) and the
     node advertises C(nvidia.com/*) again."
   - The kubelet keeps a departed device plugin's capacity for 5 minutes before it sets it to 0; the scheduler looks

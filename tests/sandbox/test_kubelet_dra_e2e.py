@@ -384,3 +384,56 @@ def test_an_unmodified_nvidia_gpu_pod_is_scheduled_through_dra(dra):
         assert "Test PASSED" in logs["proof"], logs
     finally:
         dra.core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+
+
+def _node_state(dra):
+    """``(nvidia.com/gpu allocatable, capacity, the device names of the node's slices)``."""
+    node = dra.core.read_node(NODE)
+    allocatable = int((node.status.allocatable or {}).get("nvidia.com/gpu", "0"))
+    capacity = int((node.status.capacity or {}).get("nvidia.com/gpu", "0"))
+    return allocatable, capacity, sorted(d["name"] for s in dra.slices() for d in s["spec"]["devices"])
+
+
+def test_the_node_moves_to_the_device_plugin_and_back_to_dra_through_the_collection(dra):
+    """dra_migration on a real kubelet: the way back (the DRA kubelet plugin's pod leaves, the kubelet wipes its slices,
+    the collection's device plugin registers nvidia.com/gpu), then to DRA again (the device plugin's pod leaves and the
+    kubelet drops its allocatable to 0 at once, capacity later; the slices come back), counts checked at each step, and
+    reruns that change nothing. Starts and ends on DRA, as the module's other tests expect the node."""
+    from ansible_cli import run_module  # pylint: disable=import-outside-toplevel
+    nvidia = _nvidia()
+    assert _node_state(dra)[2] == [nvidia.DRA_GPU_DEVICE_NAME % 0]
+    plugin_ns = "dra-e2e-plugin"
+    rc, deployed = run_module("kubegpu.cluster.device_plugin_deploy", dict(
+        kubeconfig=dra.kubeconfig, namespace=plugin_ns, node_selector={"kubernetes.io/hostname": NODE},
+        deploy_labels=True, wait=False))
+    assert rc == 0, deployed
+    try:
+        def migrate(to, changed):
+            rc, result = run_module("kubegpu.cluster.dra_migration", dict(kubeconfig=dra.kubeconfig, nodes=[NODE],
+                                                                           to=to, wait_timeout=150))
+            assert rc == 0, (result, dra.plugin_log())
+            assert result["changed"] is changed, result
+            return result["nodes"][NODE]
+
+        back = migrate("device_plugin", True)
+        assert back["kind"] == "device_plugin" and back["allocatable"].get("nvidia.com/gpu") == 1, back
+        allocatable, capacity, devices = _node_state(dra)
+        assert (allocatable, capacity, devices) == (1, 1, []), (allocatable, capacity, devices)
+        labels = dra.core.read_node(NODE).metadata.labels
+        assert labels[nvidia.LABEL_DEPLOY_DEVICE_PLUGIN] == "true"
+        # the fixture's own dra-driver=true (not the module's) is set to false: the node must not run both plugins
+        assert labels[nvidia.LABEL_DEPLOY_DRA_DRIVER] == "false"
+        assert migrate("device_plugin", False)["kind"] == "device_plugin"
+    finally:
+        # to DRA again: the device plugin's pod leaves through its deploy label
+        moved = migrate("dra", True)
+        rc, gone = run_module("kubegpu.cluster.device_plugin_deploy", dict(kubeconfig=dra.kubeconfig,
+                                                                           namespace=plugin_ns, state="absent"))
+        assert rc == 0, gone
+    assert moved["kind"] == "dra" and moved["slice_devices"] == [nvidia.DRA_GPU_DEVICE_NAME % 0], moved
+    allocatable, capacity, devices = _node_state(dra)
+    # allocatable at once; the kubelet keeps the departed plugin's capacity for 5 minutes (endpointStopGracePeriod)
+    assert allocatable == 0 and capacity in (0, 1) and devices == [nvidia.DRA_GPU_DEVICE_NAME % 0], \
+        (allocatable, capacity, devices)
+    assert moved["capacity_gpu"] in (0, 1)
+    assert migrate("dra", False)["kind"] == "dra"

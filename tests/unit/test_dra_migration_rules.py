@@ -81,6 +81,13 @@ def test_the_labels_a_move_changes_and_the_way_back_removes_only_our_own_label()
     moved = node(labels={DP: "false", DRA: "true"}, managed={m.FIELD_MANAGER: [DP, DRA]})
     assert m.label_changes(m.TO_DRA, moved) == {}
     assert m.label_changes(m.TO_DEVICE_PLUGIN, moved) == {DP: ("false", "true"), DRA: ("true", None)}
-    # a dra-driver label someone else set stays
+    # a dra-driver=true someone else set (too) is set to false, or the node would run both plugins
     theirs = node(labels={DP: "false", DRA: "true"}, managed={"gpu-operator": [DRA], m.FIELD_MANAGER: [DP]})
-    assert m.label_changes(m.TO_DEVICE_PLUGIN, theirs) == {DP: ("false", "true")}
+    assert m.label_changes(m.TO_DEVICE_PLUGIN, theirs) == {DP: ("false", "true"), DRA: ("true", "false")}
+    shared = node(labels={DP: "false", DRA: "true"}, managed={"admin": [DRA], m.FIELD_MANAGER: [DP, DRA]})
+    assert m.labels_for(m.TO_DEVICE_PLUGIN, shared)[DRA] == "false"
+    unrecorded = node(labels={DP: "false", DRA: "true"})  # no managedFields at all: not ours
+    assert m.label_changes(m.TO_DEVICE_PLUGIN, unrecorded)[DRA] == ("true", "false")
+    # a dra-driver=false someone else set stays as it is
+    off = node(labels={DP: "false", DRA: "false"}, managed={"admin": [DRA], m.FIELD_MANAGER: [DP]})
+    assert m.label_changes(m.TO_DEVICE_PLUGIN, off) == {DP: ("false", "true")}

@@ -24,8 +24,8 @@ ResourceSlices list its GPUs. The kubelet keeps the old capacity for 5 minutes a
 (pkg/kubelet/cm/devicemanager/types.go endpointStopGracePeriod) and only then sets it to 0
 (pkg/kubelet/nodestatus/setters.go): capacity is reported, not waited for.
 
-The way back applies ``device-plugin=true`` alone under the same field manager, so server-side apply removes the
-``dra-driver`` label this module set (a value someone else owns stays). It is done when no ResourceSlice of the driver
+The way back applies ``device-plugin=true`` under the same field manager, so server-side apply removes the
+``dra-driver`` label this module set; where someone else set it to true as well, it is set to false. It is done when no ResourceSlice of the driver
 is left for the node (the kubelet wipes them 30 s after the plugin unregisters: pkg/kubelet/cm/dra/manager.go
 defaultWipingDelay) and the node advertises ``nvidia.com/*`` again.
 
@@ -101,18 +101,28 @@ def runtime_refusal(runtime_version):
 
 
 def labels_for(to, node):
-    """The labels this module's field manager applies to move ``node`` ``to`` a side."""
+    """The labels this module's field manager applies to move ``node`` ``to`` a side. The way back leaves the
+    ``dra-driver`` label out, so that server-side apply removes it where only this module set it; where someone else
+    set it to true too (an admin, the GPU Operator), it is set to false instead, or the node would run both plugins."""
     if to == TO_DRA:
         return {nv.LABEL_DEPLOY_DEVICE_PLUGIN: "false", nv.LABEL_DEPLOY_DRA_DRIVER: nv.DEPLOY_LABEL_ON}
-    return {nv.LABEL_DEPLOY_DEVICE_PLUGIN: nv.DEPLOY_LABEL_ON}
+    wanted = {nv.LABEL_DEPLOY_DEVICE_PLUGIN: nv.DEPLOY_LABEL_ON}
+    labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+    if labels.get(nv.LABEL_DEPLOY_DRA_DRIVER) == nv.DEPLOY_LABEL_ON and owners(node, nv.LABEL_DEPLOY_DRA_DRIVER) - {FIELD_MANAGER}:
+        wanted[nv.LABEL_DEPLOY_DRA_DRIVER] = "false"
+    return wanted
 
 
-def owned_by(node, manager, key):
-    for entry in (node.get("metadata") or {}).get("managedFields") or []:
+def owners(node, key):
+    """The field managers that own label ``key`` of ``node`` (``metadata.managedFields``); a label set with no
+    managed fields recorded counts as someone else's."""
+    found = set()
+    for entry in ((node or {}).get("metadata") or {}).get("managedFields") or []:
         fields = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
-        if entry.get("manager") == manager and "f:" + key in fields:
-            return True
-    return False
+        if "f:" + key in fields:
+            found.add(entry.get("manager"))
+    labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+    return found or ({None} if key in labels else set())
 
 
 def label_changes(to, node):
@@ -120,8 +130,8 @@ def label_changes(to, node):
     labels = (node.get("metadata") or {}).get("labels") or {}
     wanted = labels_for(to, node)
     changes = dict((k, (labels.get(k), v)) for k, v in wanted.items() if labels.get(k) != v)
-    if to == TO_DEVICE_PLUGIN and nv.LABEL_DEPLOY_DRA_DRIVER in labels and owned_by(
-            node, FIELD_MANAGER, nv.LABEL_DEPLOY_DRA_DRIVER):
+    if to == TO_DEVICE_PLUGIN and nv.LABEL_DEPLOY_DRA_DRIVER in labels and nv.LABEL_DEPLOY_DRA_DRIVER not in wanted \
+            and owners(node, nv.LABEL_DEPLOY_DRA_DRIVER) == {FIELD_MANAGER}:
         changes[nv.LABEL_DEPLOY_DRA_DRIVER] = (labels[nv.LABEL_DEPLOY_DRA_DRIVER], None)
     return changes
 
@@ -235,9 +245,10 @@ class Migration(object):
                                "again): %s; drain the nodes first (kubegpu.cluster.gpu_node_maintenance) or set "
                                "allow_busy" % " | ".join(busy))
 
-    def _apply(self, name, dry_run):
+    def _apply(self, node, dry_run):
+        name = node["metadata"]["name"]
         body = {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "labels": labels_for(self.to, None)}}
+                "metadata": {"name": name, "labels": labels_for(self.to, node)}}
         self.api.apply(body, dry_run=dry_run)
 
     def status(self, nodes, slices):
@@ -303,7 +314,7 @@ class Migration(object):
                   "diff": {"before": dict((n, dict((k, b) for k, (b, _a) in c.items())) for n, c in changes.items() if c),
                            "after": dict((n, dict((k, a) for k, (_b, a) in c.items())) for n, c in changes.items() if c)}}
         for name in moved:
-            self._apply(name, dry_run=check_mode)
+            self._apply(nodes[name], dry_run=check_mode)
         if check_mode or not self.params.get("wait"):
             result["nodes"] = before
             return result
