@@ -88,6 +88,9 @@ def test_the_labels_a_move_changes_and_the_way_back_removes_only_our_own_label()
     assert m.labels_for(m.TO_DEVICE_PLUGIN, shared)[DRA] == "false"
     unrecorded = node(labels={DP: "false", DRA: "true"})  # no managedFields at all: not ours
     assert m.label_changes(m.TO_DEVICE_PLUGIN, unrecorded)[DRA] == ("true", "false")
+    # the false this module set on that way back stays on a rerun (no change)
+    after = node(labels={DP: "true", DRA: "false"}, managed={m.FIELD_MANAGER: [DP, DRA]})
+    assert m.label_changes(m.TO_DEVICE_PLUGIN, after) == {}
     # a dra-driver=false someone else set stays as it is
     off = node(labels={DP: "false", DRA: "false"}, managed={"admin": [DRA], m.FIELD_MANAGER: [DP]})
     assert m.label_changes(m.TO_DEVICE_PLUGIN, off) == {DP: ("false", "true")}

@@ -108,8 +108,9 @@ def labels_for(to, node):
         return {nv.LABEL_DEPLOY_DEVICE_PLUGIN: "false", nv.LABEL_DEPLOY_DRA_DRIVER: nv.DEPLOY_LABEL_ON}
     wanted = {nv.LABEL_DEPLOY_DEVICE_PLUGIN: nv.DEPLOY_LABEL_ON}
     labels = ((node or {}).get("metadata") or {}).get("labels") or {}
-    if labels.get(nv.LABEL_DEPLOY_DRA_DRIVER) == nv.DEPLOY_LABEL_ON and owners(node, nv.LABEL_DEPLOY_DRA_DRIVER) - {FIELD_MANAGER}:
-        wanted[nv.LABEL_DEPLOY_DRA_DRIVER] = "false"
+    value, owned = labels.get(nv.LABEL_DEPLOY_DRA_DRIVER), owners(node, nv.LABEL_DEPLOY_DRA_DRIVER)
+    if (value == nv.DEPLOY_LABEL_ON and owned - {FIELD_MANAGER}) or (value == "false" and FIELD_MANAGER in owned):
+        wanted[nv.LABEL_DEPLOY_DRA_DRIVER] = "false"  # ours from an earlier way back: kept, so a rerun changes nothing
     return wanted
 
 
