@@ -9,6 +9,8 @@ tests/node_container.py), through ansible-playbook over the docker connection:
 - a dockerd that comes up on its new configuration and dies seconds later (issue 28's fault suite): systemd said
   "active" right after the restart, so the role kept the new file; it now watches the daemon's main process for
   container_toolkit_restart_settle seconds, and rolls back;
+- a host lost during the restart (the fault suite's lost node): the role failed on a templating error ("object of
+  type 'dict' has no attribute 'stdout'") instead of saying the host went away;
 - the failure paths that were molecule's container_toolkit_rollback scenario: a unit that passes --default-runtime is
   found before anything is written, and with that check off dockerd itself refuses the new daemon.json, the role puts
   the previous file back, restarts docker on it and fails with dockerd's own error and systemd's verdict.
@@ -17,10 +19,12 @@ tests/node_container.py), through ansible-playbook over the docker connection:
 import json
 import os
 import re
+import threading
+import time
 
 import pytest
 
-from node_container import NodeContainer
+from node_container import NodeContainer, docker
 
 PLAYBOOK = """
 - hosts: all
@@ -131,3 +135,30 @@ def test_a_daemon_that_dies_seconds_after_its_restart_is_rolled_back(node, tmp_p
     pid = node.run("systemctl show --property=MainPID --value docker").strip()
     node.run("timeout 4 tail --pid=%s -f /dev/null; test $? -eq 124" % pid)
     assert node.run(DOCKER_STATE).split() == ["active", "runc"]
+
+
+def test_a_host_gone_during_the_restart_fails_with_why_and_puts_nothing_back(node, tmp_path):
+    # the restart on the NVIDIA file holds the unit in "activating" 4 s (ExecStartPost): the node is lost there
+    node.run(WRITE_SEED + """
+mkdir -p /etc/systemd/system/docker.service.d
+printf '[Service]\\nExecStartPost=/bin/sh -c "grep -q nvidia /etc/docker/daemon.json && sleep 4 || true"\\n' \\
+    > /etc/systemd/system/docker.service.d/slow.conf
+systemctl daemon-reload
+systemctl restart docker
+""")
+    box = {}
+    thread = threading.Thread(target=lambda: box.update(result=node.play(PLAYBOOK, tmp_path, **ROLE_VARS)))
+    thread.start()
+    deadline = time.monotonic() + 120
+    while node.run("systemctl is-active docker || true", check=False).strip() != "activating":
+        assert thread.is_alive() and time.monotonic() < deadline, "the restart never reached its slow start"
+        time.sleep(0.1)
+    assert docker("kill", node.name).returncode == 0
+    thread.join(300)
+    rc, tasks = box["result"]
+    [failed] = _failures(tasks)
+    assert rc != 0
+    # said with the connection's own words, not a templating error on a result that has no stdout
+    assert "no answer to whether docker runs after its restart" in failed["msg"], failed
+    assert "is not running" in failed["msg"], failed["msg"]
+    assert "nothing was put back" in failed["msg"], failed["msg"]
