@@ -48,7 +48,7 @@ FAULTS = [
     Fault("killed-play", "SIGKILL of ansible-playbook's process group (half the trials: and of its processes on the "
           "node) at a seeded point 0 to %.0f s into a task that writes or restarts a runtime's configuration; "
           "rerun, checks, way back" % killed_play.KILL_SPREAD, 20, 2,
-          lambda seed, workdir, smoke: killed_play.Trials(seed, "kubegpu-faults-%d" % os.getpid(), workdir, log)),
+          lambda seed, workdir, smoke: killed_play.Trials(seed, "kubegpu-faults-%d" % os.getpid(), workdir, log, smoke)),
     Fault("api-server-gone", "kube-apiserver stopped for a seeded 5 to 60 s while device_plugin_deploy and "
           "gpu_node_labels run on %d kwok nodes; rerun" % api_server.NODES, 5, 1,
           lambda seed, workdir, smoke: api_server.Trials(seed, workdir, log,
