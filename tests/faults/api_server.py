@@ -80,6 +80,7 @@ class Trials:
         from sandbox.k8s import cluster  # pylint: disable=import-outside-toplevel
         self.cluster = cluster
         self.component = component  # what is stopped: kube-apiserver, or etcd under a kube-apiserver that stays up
+        self.fault = "api-server-gone" if component == "kube-apiserver" else component + "-gone"
         self.seed, self.workdir, self.log, self.nodes = seed, workdir, log, nodes
         self.outage = outage or (OUTAGE if nodes >= NODES else SMOKE_OUTAGE)
         state = Path(os.environ.get("FAULTS_STATE_DIR") or ROOT / ".sandbox" / "faults-k8s")
@@ -93,7 +94,7 @@ class Trials:
         self.cluster.down(self.layout, quiet=True)
         started = time.monotonic()
         self.cluster.up(self.layout, timeout=300, fleet=False, extra_nodes=self.nodes, extra_profile=PROFILE)
-        self.log("api-server-gone: control plane with %d kwok nodes up in %.1f s" % (self.nodes, time.monotonic() - started))
+        self.log("%s: control plane with %d kwok nodes up in %.1f s" % (self.fault, self.nodes, time.monotonic() - started))
         from kubernetes import client, config  # pylint: disable=import-outside-toplevel
         api = config.new_client_from_config(config_file=str(self.layout.kubeconfig))
         self.core, self.apps = client.CoreV1Api(api), client.AppsV1Api(api)
@@ -148,8 +149,8 @@ class Trials:
         assert done.returncode == 0 and not any(r.get("failed") for r in results.values()), results
         self.clean_seconds = time.monotonic() - started
         self.reference = self._labels(-1)
-        self.log("api-server-gone: clean run %.1f s (labels %d nodes, plugin rolled out and advertised)"
-                 % (self.clean_seconds, self.nodes))
+        self.log("%s: clean run %.1f s (labels %d nodes, plugin rolled out and advertised)"
+                 % (self.fault, self.clean_seconds, self.nodes))
 
     def _labels(self, number):
         """Each node's labels, the trial's accelerator key spelled the same for every trial."""
