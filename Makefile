@@ -260,7 +260,8 @@ $(TEST_ANSIBLE_CORE): pytest-ansible-%: venv
 	  $(ANSIBLE_CORE_TESTS)
 
 # The fault suite (tests/faults/README.md, issue 28): each fault injected into the sandbox, trials seeded, a table of
-# what survived written to docs/reliability.md. Not part of `make test` (about 25 minutes); its smoke subset is, as the
+# what survived written to docs/reliability.md. Not part of `make test` (about an hour: killed-play and api-server-gone
+# about 25 minutes, etcd-gone 16, lost-node 12); its smoke subset is, as the
 # stage faults-smoke (tests/faults/test_faults_smoke.py: its two tests side by side, -n 2, each mostly waits on daemons
 # and a control plane's recovery; tests/faults/README.md has its cost). Replay: make faults SEED=<seed> FAULT=<fault> ONLY=<trial>.
 FAULTS_ARGS = $(if $(SEED),--seed $(SEED)) $(if $(FAULT),--fault $(FAULT)) $(if $(ONLY),--only $(ONLY)) \
