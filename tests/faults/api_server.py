@@ -76,12 +76,16 @@ def _fake_nvml():
 class Trials:
     """Seeded API-server trials on one control plane of ``nodes`` kwok nodes; ``trial(k)`` returns a result dict."""
 
-    def __init__(self, seed, workdir, log, nodes, outage=None):
+    def __init__(self, seed, workdir, log, nodes, outage=None, component="kube-apiserver"):
         from sandbox.k8s import cluster  # pylint: disable=import-outside-toplevel
         self.cluster = cluster
+        self.component = component  # what is stopped: kube-apiserver, or etcd under a kube-apiserver that stays up
+        self.fault = "api-server-gone" if component == "kube-apiserver" else component + "-gone"
         self.seed, self.workdir, self.log, self.nodes = seed, workdir, log, nodes
         self.outage = outage or (OUTAGE if nodes >= NODES else SMOKE_OUTAGE)
         state = Path(os.environ.get("FAULTS_STATE_DIR") or ROOT / ".sandbox" / "faults-k8s")
+        if component != "kube-apiserver":
+            state = state.with_name(state.name + "-" + component)
         self.layout = cluster.Layout(state, state / "kubeconfig")
         self.names = ["kg-scale-%s-%04d" % (PROFILE, i) for i in range(nodes)]
         self.core = None
@@ -90,7 +94,7 @@ class Trials:
         self.cluster.down(self.layout, quiet=True)
         started = time.monotonic()
         self.cluster.up(self.layout, timeout=300, fleet=False, extra_nodes=self.nodes, extra_profile=PROFILE)
-        self.log("api-server-gone: control plane with %d kwok nodes up in %.1f s" % (self.nodes, time.monotonic() - started))
+        self.log("%s: control plane with %d kwok nodes up in %.1f s" % (self.fault, self.nodes, time.monotonic() - started))
         from kubernetes import client, config  # pylint: disable=import-outside-toplevel
         api = config.new_client_from_config(config_file=str(self.layout.kubeconfig))
         self.core, self.apps = client.CoreV1Api(api), client.AppsV1Api(api)
@@ -145,8 +149,8 @@ class Trials:
         assert done.returncode == 0 and not any(r.get("failed") for r in results.values()), results
         self.clean_seconds = time.monotonic() - started
         self.reference = self._labels(-1)
-        self.log("api-server-gone: clean run %.1f s (labels %d nodes, plugin rolled out and advertised)"
-                 % (self.clean_seconds, self.nodes))
+        self.log("%s: clean run %.1f s (labels %d nodes, plugin rolled out and advertised)"
+                 % (self.fault, self.clean_seconds, self.nodes))
 
     def _labels(self, number):
         """Each node's labels, the trial's accelerator key spelled the same for every trial."""
@@ -162,7 +166,7 @@ class Trials:
     def trial(self, number):
         rng = random.Random("%s/%d" % (self.seed, number))
         outage, after = round(rng.uniform(*self.outage), 1), round(rng.uniform(0.5, 6.0), 1)
-        where = "kube-apiserver stopped %.1f s (+ its start), from %.1f s into the play (%d nodes)" % (outage, after, self.nodes)
+        where = "%s stopped %.1f s (+ its start), from %.1f s into the play (%d nodes)" % (self.component, outage, after, self.nodes)
         problems, lost = [], False
         box = {}
         argv, env = self._play(number)
@@ -175,9 +179,9 @@ class Trials:
         thread.start()
         time.sleep(after)  # the fault's seeded moment and (below) its length: the injection itself, not a wait
         gone = time.monotonic()
-        self.cluster.stop_component(self.layout, "kube-apiserver", timeout=5)
+        self.cluster.stop_component(self.layout, self.component, timeout=5)
         time.sleep(outage)
-        self.cluster.start_component(self.layout, "kube-apiserver", timeout=120)
+        self.cluster.start_component(self.layout, self.component, timeout=120)
         back = time.monotonic()  # it answers its health check again
         thread.join(900)
         ended = box["ended"]

@@ -108,8 +108,9 @@ def _sha(text):
 class Node(NodeContainer):
     """The trial's node: the fleet's GPU image, the stand-in toolkit repository on its loopback, the user's files."""
 
-    def __init__(self, name):
+    def __init__(self, name, role_vars=None):
         super().__init__(name, label="faults", volumes=["%s:/srv/kubegpu-apt:ro" % APT_REPO])
+        self.role_vars = dict(ROLE_VARS, **(role_vars or {}))
 
     def prepare(self):
         self.run(PREPARE)
@@ -135,7 +136,7 @@ class Node(NodeContainer):
         with open(inventory, "w", encoding="utf-8") as handle:
             json.dump({"all": {"hosts": {self.name: {"ansible_connection": "community.docker.docker",
                                                      "ansible_python_interpreter": "/usr/bin/python3"}}}}, handle)
-        argv = [ANSIBLE_PLAYBOOK, "-i", inventory, path, "-e", json.dumps(dict(ROLE_VARS, **(extra or {})))]
+        argv = [ANSIBLE_PLAYBOOK, "-i", inventory, path, "-e", json.dumps(dict(self.role_vars, **(extra or {})))]
         env = _environment({"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default", "PYTHONUNBUFFERED": "1",
                             "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"})
         return argv, env
@@ -233,8 +234,12 @@ def _strays(record):
 class Trials:
     """Seeded killed-play trials on one node; ``run(n)`` yields one result dict per trial."""
 
-    def __init__(self, seed, name, workdir, log):
+    def __init__(self, seed, name, workdir, log, smoke=False):
         self.seed = seed
+        # the smoke subset (make test) watches each restarted runtime 1 s instead of the role's default: every
+        # bring-up and way back restarts two, and the watch of a daemon that dies has a test of its own
+        # (test_container_toolkit_restart.py); the watch's task stays a kill point
+        self.role_vars = {"container_toolkit_restart_settle": 1} if smoke else {}
         self.rng = random.Random(seed)
         self.name = name
         self.workdir = workdir
@@ -243,7 +248,7 @@ class Trials:
         self.reference = None
 
     def __enter__(self):
-        self.node = Node(self.name).__enter__()
+        self.node = Node(self.name, self.role_vars).__enter__()
         return self
 
     def __exit__(self, *exc):

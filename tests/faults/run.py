@@ -25,6 +25,7 @@ for path in (str(HERE), str(HERE.parent), str(ROOT)):
 
 import api_server  # noqa: E402  pylint: disable=wrong-import-position
 import killed_play  # noqa: E402  pylint: disable=wrong-import-position
+import lost_node  # noqa: E402  pylint: disable=wrong-import-position
 
 BEGIN = "<!-- faults table: written by make faults (tests/faults/run.py) -->"
 END = "<!-- end of the faults table -->"
@@ -47,11 +48,21 @@ FAULTS = [
     Fault("killed-play", "SIGKILL of ansible-playbook's process group (half the trials: and of its processes on the "
           "node) at a seeded point 0 to %.0f s into a task that writes or restarts a runtime's configuration; "
           "rerun, checks, way back" % killed_play.KILL_SPREAD, 20, 2,
-          lambda seed, workdir, smoke: killed_play.Trials(seed, "kubegpu-faults-%d" % os.getpid(), workdir, log)),
+          lambda seed, workdir, smoke: killed_play.Trials(seed, "kubegpu-faults-%d" % os.getpid(), workdir, log, smoke)),
     Fault("api-server-gone", "kube-apiserver stopped for a seeded 5 to 60 s while device_plugin_deploy and "
           "gpu_node_labels run on %d kwok nodes; rerun" % api_server.NODES, 5, 1,
           lambda seed, workdir, smoke: api_server.Trials(seed, workdir, log,
                                                          api_server.SMOKE_NODES if smoke else api_server.NODES)),
+    Fault("etcd-gone", "etcd stopped (kube-apiserver left running) for a seeded 5 to 60 s while device_plugin_deploy "
+          "and gpu_node_labels run on %d kwok nodes; rerun" % api_server.NODES, 3, 1,
+          lambda seed, workdir, smoke: api_server.Trials(seed, workdir, log,
+                                                         api_server.SMOKE_NODES if smoke else api_server.NODES,
+                                                         component="etcd")),
+    Fault("lost-node", "one of %d node containers paused or killed (seeded: which, how, and 0 to %.0f s into a task "
+          "that reads, writes or restarts a runtime) while the container_toolkit role runs on all of them, a task "
+          "timeout of %d s; audit while it is gone; rerun once it is back; way back"
+          % (lost_node.NODES, lost_node.LOSS_SPREAD, lost_node.TASK_TIMEOUT_S), 6, 1,
+          lambda seed, workdir, smoke: lost_node.Trials(seed, workdir, log)),
 ]
 
 

@@ -103,7 +103,7 @@ def test_make_test_runs_every_scenario_and_pytest_stage_once():
     stages = [stage for group in groups for stage in group.split("+")]
     scenarios = sorted(p.parent.name for p in (root / "molecule").glob("*/molecule.yml"))
     wanted = ["molecule-" + name for name in scenarios]
-    wanted += ["pytest-k8s-a", "pytest-k8s-b", "pytest-integration", "pytest-sandbox", "pytest-unit", "sanity", "units", "lint", "changelog"]
+    wanted += ["pytest-k8s-a", "pytest-k8s-b", "pytest-integration", "pytest-sandbox", "pytest-unit", "sanity", "units", "lint", "changelog", "faults-smoke"]
     wanted += ["pytest-ansible-" + p.stem for p in (root / "tests" / "ansible-core").glob("*.txt")]
     assert sorted(stages) == sorted(wanted)
     assert "sanity+units" in groups  # they share .build/sanity: never side by side
