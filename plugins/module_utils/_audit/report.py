@@ -273,9 +273,14 @@ def node_report(host, read, node=None, labels_plan=None, record=None, node_name=
         problems.append("no node %s in the cluster%s" % (name, hint))
     alloc = allocation(node, slice_devices, fact)
     problems.extend(_allocation_problems(alloc, _gpu_resources(status.get("allocatable"))))
+    notes = []
     for label in alloc["stale_labels"]:
-        drift.append({"stage": "dra", "subject": label.split("=")[0],
-                      "reason": "left from the device plugin on a node moved to DRA (%s)" % label})
+        if label.startswith(LABEL_DEPLOY_DEVICE_PLUGIN + "="):  # the device plugin would come back beside DRA
+            problems.append("%s on a node moved to DRA: the device plugin would run beside the DRA kubelet plugin; "
+                            "move the node with kubegpu.cluster.dra_migration" % label)
+        else:  # GFD's view of the device plugin's sharing, which no rerun of ours changes: a note, not drift
+            notes.append("%s describes the device plugin's sharing on a node moved to DRA (GPU feature discovery "
+                         "writes it from the plugin's config)" % label)
     last = proof(record, fact)
     if last and last["stale"]:
         problems.append("last proof " + last["stale"])
@@ -312,6 +317,7 @@ def node_report(host, read, node=None, labels_plan=None, record=None, node_name=
                        "allocatable": _gpu_resources(status.get("allocatable"))},
         "mig": mig(fact, all_labels),
         "allocation": alloc,
+        "notes": notes,
         "labels": labels,
         "proof": last,
     }
@@ -433,6 +439,8 @@ def table(report):
             details.append("%s: drift: %s/%s: %s" % (entry["host"], item["stage"], item["subject"], item["reason"]))
         for text in entry["problems"]:
             details.append("%s: problem: %s" % (entry["host"], text))
+        for text in entry.get("notes") or []:
+            details.append("%s: note: %s" % (entry["host"], text))
         for text in entry["errors"]:
             details.append("%s: %s: %s" % (entry["host"], entry["state"], text))
     counts = report["summary"]

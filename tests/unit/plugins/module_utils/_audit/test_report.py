@@ -258,12 +258,16 @@ def test_device_plugin_or_dra_and_both_is_a_problem():
     assert "ALLOCATION" in rows and "DRA (2)" in rows and "BOTH (2)" in rows and "plugin" in rows
 
 
-def test_device_plugin_labels_left_on_a_dra_node_are_drift():
+def test_device_plugin_labels_left_on_a_dra_node_are_named():
     labels = {"nvidia.com/gpu.deploy.device-plugin": "true", "nvidia.com/gpu.replicas": "4",
               "nvidia.com/gpu.count": "2"}
     entry = report.node_report("kg-a", read(), node("kg-a", labels=labels), slice_devices=["gpu-0", "gpu-1"])
     assert entry["allocation"]["stale_labels"] == ["nvidia.com/gpu.deploy.device-plugin=true",
                                                    "nvidia.com/gpu.replicas=4"]
-    assert entry["state"] == "drift"
-    assert [d["subject"] for d in entry["drift"] if d["stage"] == "dra"] == ["nvidia.com/gpu.deploy.device-plugin",
-                                                                             "nvidia.com/gpu.replicas"]
+    # the deploy label would bring the plugin back beside DRA: a problem; GFD's sharing label: a note, not drift
+    assert entry["state"] == "problem" and "would run beside the DRA kubelet plugin" in entry["problems"][0]
+    assert entry["drift"] == [] and "nvidia.com/gpu.replicas=4" in entry["notes"][0]
+    quiet = report.node_report("kg-a", read(), node("kg-a", labels={"nvidia.com/gpu.replicas": "1"}),
+                               slice_devices=["gpu-0", "gpu-1"])
+    assert quiet["state"] == "ok" and len(quiet["notes"]) == 1
+    assert "kg-a: note: nvidia.com/gpu.replicas=1" in report.table({"nodes": [quiet], "summary": report.summary([quiet])})
