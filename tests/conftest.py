@@ -35,8 +35,6 @@ def fake_nvml_dir(tmp_path_factory):
     return build_dir
 
 
-
-
 def _ensure_binaries():
     """Run build/build.sh (a no-op when the binaries are cached; about 6 minutes cold on 2 cores)."""
     from sandbox.k8s import paths  # pylint: disable=import-outside-toplevel

@@ -26,7 +26,7 @@ description:
     node advertises C(nvidia.com/*) again."
   - The kubelet keeps a departed device plugin's capacity for 5 minutes before it sets it to 0; the scheduler looks
     at allocatable, which drops at once, so the module waits for allocatable and reports capacity
-    (RV(nodes.capacity_gpu)).
+    (C(capacity_gpu) in RV(nodes)).
   - "Refused before any change, with the reason: a node that does not exist; a cluster that serves no
     C(resource.k8s.io) API; with O(to=dra), no DeviceClass C(gpu.nvidia.com) (the DRA driver is not deployed) or a
     node whose container runtime cannot hand CDI devices to a container (containerd before 1.7, cri-dockerd); a node

@@ -68,7 +68,7 @@ class Node(killed_play.Node):
     """A node of the play: the fleet's GPU image with the T4 profile for its fake NVML (the audit reads it)."""
 
     def __init__(self, name):  # pylint: disable=super-init-not-called
-        NodeContainer.__init__(self, name, label="faults", volumes=[
+        NodeContainer.__init__(self, name, label="faults", volumes=[  # pylint: disable=non-parent-init-called
             "%s:/etc/fake-nvml/profile.json:ro" % (Path(ROOT) / "sandbox" / "profiles" / (PROFILE + ".json"))])
 
     def prepare(self):
@@ -89,7 +89,7 @@ def _recap(output):
             seen = True
             continue
         if seen and ":" in line and "=" in line:
-            host, _, counts = line.partition(":")
+            host, _colon, counts = line.partition(":")
             out[host.strip()] = dict((k, int(v)) for k, v in (c.split("=") for c in counts.split()))
     return out
 
@@ -293,8 +293,8 @@ class Trials:
         elif entry.get("state") not in ("unreachable", "error") or not WHY.search(" ".join(entry.get("errors") or [])):
             problems.append("the audit does not name %s unreachable or unread, with why: %s" % (victim.name, entry))
         else:
-            self.log("lost-node trial %d: audit: %s %s: %s" % (number, victim.name, entry["state"],
-                                                              " / ".join(entry["errors"])[:300]))
+            self.log("lost-node trial %d: audit: %s %s: %s"
+                     % (number, victim.name, entry["state"], " / ".join(entry["errors"])[:300]))
         if entry.get("problems"):  # its node is in the cluster: nothing but the read is to be said of it
             problems.append("the audit says more of %s than that it was not read: %s" % (victim.name, entry["problems"]))
         for node in others:

@@ -407,14 +407,15 @@ def test_the_node_moves_to_the_device_plugin_and_back_to_dra_through_the_collect
         kubeconfig=dra.kubeconfig, namespace=plugin_ns, node_selector={"kubernetes.io/hostname": NODE},
         deploy_labels=True, wait=False))
     assert rc == 0, deployed
-    try:
-        def migrate(to, changed):
-            rc, result = run_module("kubegpu.cluster.dra_migration", dict(kubeconfig=dra.kubeconfig, nodes=[NODE],
-                                                                           to=to, wait_timeout=150))
-            assert rc == 0, (result, dra.plugin_log())
-            assert result["changed"] is changed, result
-            return result["nodes"][NODE]
 
+    def migrate(to, changed):
+        rc, result = run_module("kubegpu.cluster.dra_migration",
+                                dict(kubeconfig=dra.kubeconfig, nodes=[NODE], to=to, wait_timeout=150))
+        assert rc == 0, (result, dra.plugin_log())
+        assert result["changed"] is changed, result
+        return result["nodes"][NODE]
+
+    try:
         back = migrate("device_plugin", True)
         assert back["kind"] == "device_plugin" and back["allocatable"].get("nvidia.com/gpu") == 1, back
         allocatable, capacity, devices = _node_state(dra)

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 
 from ansible_cli import run_module, run_playbook
-from k8s_helpers import Sandbox, delete_quietly, wait_for, wait_gone
+from k8s_helpers import Sandbox, wait_for, wait_gone
 
 DEPLOY_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
 DEPLOY_DRA = "nvidia.com/gpu.deploy.dra-driver"
@@ -51,7 +51,8 @@ def labels(sandbox, node):
 def set_runtime(sandbox, node, runtime):
     """What the node's kubelet would report as its runtime (kwok nodes say containerd 1.6, the fleet images' own).
     Once kwok has initialised the node (Ready): its first status write would put back what it read before."""
-    ready = lambda n: any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])  # noqa: E731
+    def ready(found):
+        return any(c.type == "Ready" and c.status == "True" for c in found.status.conditions or [])
     wait_for(sandbox.core.list_node, field_selector="metadata.name=%s" % node, predicate=ready, timeout=60,
              describe="node %s Ready" % node)
     sandbox.core.patch_node_status(node, {"status": {"nodeInfo": {"containerRuntimeVersion": runtime}}})
