@@ -31,6 +31,10 @@ from .watcher import read_node_profile
 LOG = logging.getLogger("devsim.dra")
 
 DRIVER = "gpu.nvidia.com"  # plugins/module_utils/_nvidia/constants.py DRA_DRIVER_NAME
+# The slice the simulator writes for a node: its own name and label, so that it never touches a slice someone else
+# published (a test playing the plugin, the real plugin on a kubelet node)
+SIMULATED_LABEL = {"sandbox.kubegpu.io/simulated": "dra-kubelet-plugin"}
+SLICE_SUFFIX = "-" + DRIVER + "-devsim"
 PROGRAM = "gpu-kubelet-plugin"
 IMAGE_MARK = "dra-driver-nvidia-gpu"
 STANDARD = "resource.kubernetes.io/"
@@ -100,8 +104,8 @@ def resource_slice(node: dict, devices: list) -> dict:
     name = node["metadata"]["name"]
     return {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-        "metadata": {"name": "%s-%s" % (name, DRIVER),
-                     "labels": {"sandbox.kubegpu.io/simulated": "dra-kubelet-plugin"},
+        "metadata": {"name": name + SLICE_SUFFIX,
+                     "labels": dict(SIMULATED_LABEL),
                      "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name,
                                           "uid": node["metadata"]["uid"], "controller": True}]},
         "spec": {"driver": DRIVER, "nodeName": name,
@@ -126,7 +130,7 @@ class DraSimulator(NodeAgents):
         node = self.nodes.get(name)
         if node is None or not kwok_node(node):
             return
-        slice_name = "%s-%s" % (name, DRIVER)
+        slice_name = name + SLICE_SUFFIX
         running = bool(self.pods_on(name))
         devices = slice_devices(read_node_profile(name, (node.get("metadata") or {}).get("annotations") or {},
                                                   self.sim.profiles_dir)) if running else []
@@ -136,6 +140,9 @@ class DraSimulator(NodeAgents):
             if exc.status != 404:
                 raise
             have = None
+        if have is not None and ((have.get("metadata") or {}).get("labels") or {}) != SIMULATED_LABEL:
+            LOG.warning("node %s: ResourceSlice %s is not the simulator's; left alone", name, slice_name)
+            return
         if not devices:
             if have is not None:
                 LOG.info("node %s: DRA kubelet plugin gone; deleting ResourceSlice %s", name, slice_name)

@@ -27,6 +27,8 @@ GUARD_S = 240  # only against hanging: the test fails, naming the module, instea
 ARGS = {
     "amd_device_plugin_deploy": {},
     "device_plugin_deploy": {},
+    "dra_driver_deploy": {},
+    "dra_migration": {"nodes": ["gpu-1"]},
     "gpu_fleet_audit": {"hosts": {}},
     "gpu_node_labels": {"nodes": {}},
     "gpu_node_maintenance": {"node": "gpu-1"},
