@@ -13,7 +13,7 @@ from kubernetes.client.rest import ApiException
 
 from ansible_cli import run_module, run_playbook
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd import manifests as nfd_manifests
-from k8s_helpers import delete_quietly, wait_for
+from k8s_helpers import delete_quietly, wait_for, wait_gone
 
 PCI_GPU = "feature.node.kubernetes.io/pci-10de.present"
 PCI_GPU_CLASS = "feature.node.kubernetes.io/pci-0302_10de.present"
@@ -132,6 +132,9 @@ def their_nfd(sandbox):
     delete_quietly(sandbox.core.delete_namespace, ns)
     for name in CRDS:
         delete_quietly(ext.delete_custom_resource_definition, name)
+    # a deleted CRD stays (Terminating) until its objects are gone: the next test counts the CRDs present
+    for name in CRDS:
+        wait_gone(ext.list_custom_resource_definition, field_selector="metadata.name=" + name, timeout=60, describe=name)
 
 
 def test_an_nfd_the_cluster_runs_is_used(sandbox, nfd, their_nfd):
