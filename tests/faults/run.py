@@ -83,7 +83,7 @@ def run(fault, seed, trials, only=None, smoke=False):
                 result = trial.trial(number)
                 result["seconds"] = round(time.monotonic() - started, 1)
                 results.append(result)
-                log("%s trial %d (seed %s): %s%s: %s in %.1f s; rerun converged in %s s%s" % (
+                log("%s trial %d (seed %s): %s%s: %s in %.1f s; time to converge %s s%s" % (
                     fault.name, number, seed, result["where"],
                     ", the faulted run " + result["outcome"] if result.get("outcome") else "",
                     "survived" if result["survived"] else "FAILED", result["seconds"], result["converge_s"],
