@@ -126,9 +126,3 @@ def rejected(layout, server: str, level: str = PRIORITY_LEVEL) -> int:
             total += float(line.rsplit(" ", 1)[1])
     return int(total)
 
-
-def flow_of(response_headers) -> tuple:
-    """The (FlowSchema UID, PriorityLevel UID) headers APF puts on every answer it classified
-    (``setResponseHeaders``: X-Kubernetes-PF-FlowSchema-UID, X-Kubernetes-PF-PriorityLevel-UID)."""
-    headers = dict((k.lower(), v) for k, v in dict(response_headers or {}).items())
-    return headers.get("x-kubernetes-pf-flowschema-uid"), headers.get("x-kubernetes-pf-prioritylevel-uid")
