@@ -52,8 +52,8 @@ RULES = [
     {"apiGroups": ["node.k8s.io"], "resources": ["runtimeclasses"], "verbs": ["get", "list", "create", "patch"]},
     # the prune lists every kind the plugin's set may hold (plugins/module_utils/_nvidia/manifests.py MANAGED_KINDS);
     # the plugin alone (no GFD, no MPS) makes no RBAC objects, so reading them is enough
-    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings", "clusterroles",
-                                                              "clusterrolebindings"], "verbs": ["get", "list"]},
+    {"apiGroups": ["rbac.authorization.k8s.io"],
+     "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], "verbs": ["get", "list"]},
 ]
 
 
@@ -125,4 +125,3 @@ def rejected(layout, server: str, level: str = PRIORITY_LEVEL) -> int:
         if line.startswith(REJECTED_METRIC + "{") and 'priority_level="%s"' % level in line:
             total += float(line.rsplit(" ", 1)[1])
     return int(total)
-
