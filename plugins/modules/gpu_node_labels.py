@@ -102,6 +102,8 @@ options:
   retries:
     description:
       - How many times a request is retried on 409, 429, 5xx or a connection error, with a doubling pause.
+      - A 429 with C(Retry-After) (the API server throttling, API Priority and Fairness) is retried up to 30 times in a row
+        (or this many, if more), each after its C(Retry-After) stretched by up to as much again.
       - 0 or more; the module refuses less before it does anything.
     type: int
     default: 4

@@ -33,6 +33,9 @@ def main(argv=None) -> int:
                            "separated by commas (default: those with `kubelet: true` in sandbox/fleet.yml); their node "
                            "containers must run (make nodes-up). NAME=CONTAINER: the node container CONTAINER is the "
                            "fleet node NAME (molecule's platforms)")
+    p_up.add_argument("--apf", action="store_true",
+                      help="kube-apiserver with API Priority and Fairness on, and a client identity it does not exempt "
+                           "(operator.kubeconfig in the state directory; sandbox/k8s/apf.py). Default: off")
     sub.add_parser("down", help="stop every process `up` started")
     sub.add_parser("status", help="show what runs")
     p_nodes = sub.add_parser("nodes", help="add extra scale nodes to a running sandbox")
@@ -51,7 +54,7 @@ def main(argv=None) -> int:
                 parser.error("--kubelet-nodes: %s" % exc)
             cluster.up(layout, timeout=args.timeout, extra_nodes=args.extra_nodes, extra_profile=args.extra_profile,
                        gpu_taint=args.gpu_taint, profiles_dir=args.profiles_dir, mig_state_dir=args.mig_state_dir,
-                       kubelet_nodes=kubelet_nodes)
+                       kubelet_nodes=kubelet_nodes, apf=args.apf)
             return 0
         if args.command == "down":
             return cluster.down(layout)

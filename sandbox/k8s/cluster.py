@@ -188,7 +188,9 @@ def client_context(layout: Layout, user: str = "admin") -> ssl.SSLContext:
 # ----------------------------------------------------------------------------- command lines
 
 
-def _argv(layout: Layout, bins: Path, ports: dict, profiles_dir: Path) -> dict:
+def _argv(layout: Layout, bins: Path, ports: dict, profiles_dir: Path, apf: bool = False) -> dict:
+    """Every component's command line. ``apf``: kube-apiserver with API Priority and Fairness on (sandbox/k8s/apf.py;
+    off by default, as the sandbox has always run)."""
     pk = layout.pki
     kc = layout.kubeconfigs
     serving = ["--tls-cert-file=%s" % (pk / "loopback-serving.crt"), "--tls-private-key-file=%s" % (pk / "loopback-serving.key")]
@@ -223,7 +225,8 @@ def _argv(layout: Layout, bins: Path, ports: dict, profiles_dir: Path) -> dict:
             "--enable-admission-plugins=NodeRestriction", "--kubelet-preferred-address-types=InternalIP,Hostname",
             "--kubelet-client-certificate=%s" % (pk / "apiserver-kubelet-client.crt"),
             "--kubelet-client-key=%s" % (pk / "apiserver-kubelet-client.key"),
-            "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false", "--profiling=false",
+            "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=%s" % ("true" if apf else "false"),
+            "--profiling=false",
         ],
         "kube-controller-manager": [
             bins / "kube-controller-manager",
@@ -436,8 +439,12 @@ def wait_default_serviceaccount(layout: Layout, deadline: float) -> None:
 
 def up(layout: Layout, timeout: float = 120.0, extra_nodes: int = 0, extra_profile: str | None = None,
        gpu_taint: bool = False, profiles_dir: Path = paths.PROFILES_DIR, fleet: bool = True,
-       mig_state_dir: Path | None = None, kubelet_nodes: list | None = None) -> dict:
+       mig_state_dir: Path | None = None, kubelet_nodes: list | None = None, apf: bool = False) -> dict:
     """Start the sandbox (or return the state of the one already running).
+
+    ``apf``: kube-apiserver with API Priority and Fairness on, and an identity it does not exempt (the operator of
+    sandbox/k8s/apf.py: a client certificate outside system:masters, RBAC for what the collection's modules need, its
+    kubeconfig in the state directory, ``operator.kubeconfig``). Off by default: nothing else changes.
 
     ``kubelet_nodes``: node containers that get a real kubelet instead of a kwok node (sandbox/kubelet), dicts with
     name, variant and index (their pod subnet); None: none, every fleet node is a kwok node. The fleet's own choice
@@ -445,10 +452,12 @@ def up(layout: Layout, timeout: float = 120.0, extra_nodes: int = 0, extra_profi
     passes it): a test's control plane of its own (tests/conftest.py) never provisions the fleet's node containers,
     which another stage may be using or which may not run at all."""
     with locked(layout, 2 * timeout + 60):
-        return _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fleet, mig_state_dir, kubelet_nodes)
+        return _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fleet, mig_state_dir, kubelet_nodes,
+                   apf)
 
 
-def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fleet, mig_state_dir=None, kubelet_nodes=None):
+def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fleet, mig_state_dir=None, kubelet_nodes=None,
+        apf=False):
     state = running(layout)
     if state:
         print("sandbox: already up (kubeconfig %s, API %s)" % (state["kubeconfig"], state["server"]))
@@ -477,9 +486,10 @@ def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fl
     _rotate_logs(layout)
     write_kwok_config(layout.state_dir / "kwok.yaml")
     write_scheduler_config(layout, ports)
-    argv = _argv(layout, bins, ports, Path(profiles_dir).resolve())
+    argv = _argv(layout, bins, ports, Path(profiles_dir).resolve(), apf)
     state = {"versions": versions, "bin_dir": str(bins), "ports": ports, "server": server, "kubeconfig": str(layout.kubeconfig.resolve()),
-             "state_dir": str(layout.state_dir.resolve()), "profiles_dir": str(Path(profiles_dir).resolve()), "processes": {}}
+             "state_dir": str(layout.state_dir.resolve()), "profiles_dir": str(Path(profiles_dir).resolve()), "processes": {},
+             "apf": apf}
     env = _component_env()
 
     def launch(name, pass_fds=()):
@@ -490,6 +500,9 @@ def _up(layout, timeout, extra_nodes, extra_profile, gpu_taint, profiles_dir, fl
         apiserver = launch("kube-apiserver")
         poll_until(*_health(layout, state, "etcd"), deadline, [etcd], layout=layout)
         poll_until(*_health(layout, state, "kube-apiserver"), deadline, [etcd, apiserver], layout=layout)
+        if apf:
+            from . import apf as apf_mod  # pylint: disable=import-outside-toplevel
+            state["operator_kubeconfig"] = str(apf_mod.make_operator(layout, server).resolve())
         if kubelet_nodes is None:
             kubelet_nodes = []
         manifests = (nodes_mod.fleet_manifests(versions["KUBE_VERSION"], gpu_taint, mig_state_dir=mig_state_dir,
@@ -580,7 +593,8 @@ def start_component(layout: Layout, name: str, timeout: float = 120.0) -> dict:
         if record and procs.is_alive(record):
             return record
         deadline = time.monotonic() + timeout
-        argv = _argv(layout, Path(state["bin_dir"]), state["ports"], Path(state.get("profiles_dir") or paths.PROFILES_DIR))[name]
+        argv = _argv(layout, Path(state["bin_dir"]), state["ports"], Path(state.get("profiles_dir") or paths.PROFILES_DIR),
+                     bool(state.get("apf")))[name]
         env = _component_env()
         try:
             if name == "devsim":

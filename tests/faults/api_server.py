@@ -146,7 +146,8 @@ class Trials:
         started = time.monotonic()
         done = self.play(-1)
         results = self.results(done)
-        assert done.returncode == 0 and not any(r.get("failed") for r in results.values()), results
+        assert done.returncode == 0 and not any(r.get("failed") for r in results.values()), dict(
+            (name, r.get("msg")) for name, r in results.items() if r.get("failed"))
         self.clean_seconds = time.monotonic() - started
         self.reference = self._labels(-1)
         self.log("%s: clean run %.1f s (labels %d nodes, plugin rolled out and advertised)"

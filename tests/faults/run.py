@@ -26,6 +26,7 @@ for path in (str(HERE), str(HERE.parent), str(ROOT)):
 import api_server  # noqa: E402  pylint: disable=wrong-import-position
 import killed_play  # noqa: E402  pylint: disable=wrong-import-position
 import lost_node  # noqa: E402  pylint: disable=wrong-import-position
+import throttled  # noqa: E402  pylint: disable=wrong-import-position
 
 BEGIN = "<!-- faults table: written by make faults (tests/faults/run.py) -->"
 END = "<!-- end of the faults table -->"
@@ -63,6 +64,11 @@ FAULTS = [
           "timeout of %d s; audit while it is gone; rerun once it is back; way back"
           % (lost_node.NODES, lost_node.LOSS_SPREAD, lost_node.TASK_TIMEOUT_S), 6, 1,
           lambda seed, workdir, smoke: lost_node.Trials(seed, workdir, log)),
+    Fault("throttled", "API Priority and Fairness on, the operator (not system:masters) sent to a priority level of 3 "
+          "seats that rejects (seeded: at once, or after a queue of 1 to 4) while gpu_node_labels (seeded: 8, 16 or 32 "
+          "parallel PATCHes) and device_plugin_deploy run on %d kwok nodes; one run, no rerun" % throttled.NODES, 3, 1,
+          lambda seed, workdir, smoke: throttled.Trials(seed, workdir, log,
+                                                        throttled.SMOKE_NODES if smoke else throttled.NODES)),
 ]
 
 
@@ -77,7 +83,7 @@ def run(fault, seed, trials, only=None, smoke=False):
                 result = trial.trial(number)
                 result["seconds"] = round(time.monotonic() - started, 1)
                 results.append(result)
-                log("%s trial %d (seed %s): %s%s: %s in %.1f s; rerun converged in %s s%s" % (
+                log("%s trial %d (seed %s): %s%s: %s in %.1f s; time to converge %s s%s" % (
                     fault.name, number, seed, result["where"],
                     ", the faulted run " + result["outcome"] if result.get("outcome") else "",
                     "survived" if result["survived"] else "FAILED", result["seconds"], result["converge_s"],
@@ -85,17 +91,20 @@ def run(fault, seed, trials, only=None, smoke=False):
     converge = sorted(r["converge_s"] for r in results)
     row = {"fault": fault.name, "injected": fault.injected, "trials": len(results), "seed": seed,
            "survived": sum(r["survived"] for r in results), "lost": sum(r["lost"] for r in results),
-           "converge": "%.1f s median, %.1f s max" % (converge[len(converge) // 2], converge[-1]) if converge else "-"}
+           "converge": "%.1f s median, %.1f s max" % (converge[len(converge) // 2], converge[-1]) if converge else "-",
+           # the API server's 429s during the trials, where the fault counts them (throttled); "-" elsewhere
+           "rejected": (str(sum(r["rejected"] for r in results)) if results and all("rejected" in r for r in results)
+                        else "-")}
     return row, [r for r in results if not r["survived"]]
 
 
-HEADER = ["| fault | how injected | trials | survived | data lost | time to converge | seed |",
-          "| --- | --- | --- | --- | --- | --- | --- |"]
+HEADER = ["| fault | how injected | trials | survived | data lost | time to converge | 429s seen | seed |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
 
 
 def table(rows):
     return "\n".join(HEADER + ["| %(fault)s | %(injected)s | %(trials)d | %(survived)d | %(lost)d | %(converge)s | "
-                               "%(seed)s |" % r for r in rows])
+                               "%(rejected)s | %(seed)s |" % dict(r, rejected=r.get("rejected", "-")) for r in rows])
 
 
 def write_report(path, rows):
@@ -107,6 +116,9 @@ def write_report(path, rows):
     for line in page[start:end].splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if line.startswith("| ") and cells[0] in [f.name for f in FAULTS]:
+            if len(cells) == len(HEADER[0].strip().strip("|").split("|")) - 1:  # a row from before the 429s column
+                cells.insert(-1, "-")
+                line = "| " + " | ".join(cells) + " |"
             kept[cells[0]] = line
     kept.update((r["fault"], table([r]).splitlines()[-1]) for r in rows)
     lines = HEADER + [kept[f.name] for f in FAULTS if f.name in kept]

@@ -339,7 +339,33 @@ def test_a_throttled_request_waits_what_the_server_asks():
     throttled.headers = {"Retry-After": "3"}
     client = _k8s.Client(dynamic=FlakyDynamic([throttled]), clock=fake.clock, sleep=fake.sleep)
     assert client.get("v1", "ConfigMap", "c", "ns")["data"] == {"k": "v"}
-    assert fake.pauses == [3.0]
+    assert len(fake.pauses) == 1 and 3.0 <= fake.pauses[0] <= 6.0  # Retry-After, stretched by up to as much again
+
+
+def test_a_throttling_server_is_asked_again_past_the_error_budget():
+    # regression (tests/faults, throttled): a priority level of 3 seats turned one request away 5 times in a row and
+    # the module gave up, though the server answered every time and asked to be asked again
+    fake = FakeTime()
+    throttled = _k8s.ApiException(status=429, reason="Too Many Requests")
+    throttled.headers = {"Retry-After": "1"}
+    client = _k8s.Client(dynamic=FlakyDynamic([throttled] * 12), retries=2, clock=fake.clock, sleep=fake.sleep,
+                         policy=retry.RetryPolicy(2, jitter=lambda: 0.5))
+    assert client.get("v1", "ConfigMap", "c", "ns")["data"] == {"k": "v"}
+    assert fake.pauses == [1.5] * 12
+    client = _k8s.Client(dynamic=FlakyDynamic([throttled] * (retry.THROTTLED_RETRIES + 1)), clock=fake.clock,
+                         sleep=fake.sleep)
+    with pytest.raises(_errors.K8sError, match=r"HTTP 429 Too Many Requests \(%d errors in a row"
+                       % (retry.THROTTLED_RETRIES + 1)):
+        client.get("v1", "ConfigMap", "c", "ns")
+
+
+def test_a_429_without_retry_after_keeps_the_callers_budget():
+    fake = FakeTime()
+    client = _k8s.Client(dynamic=FlakyDynamic([_k8s.ApiException(status=429, reason="Too Many Requests")] * 5),
+                         retries=2, clock=fake.clock, sleep=fake.sleep)
+    with pytest.raises(_errors.K8sError, match=r"3 errors in a row"):
+        client.get("v1", "ConfigMap", "c", "ns")
+    assert fake.pauses == [0.5, 1]
 
 
 def test_an_error_not_worth_a_retry_ends_at_once():

@@ -455,6 +455,17 @@ def test_retries_are_bounded_and_the_error_names_the_node():
     assert fail_args(info.value) == {"msg": str(info.value), "node": "b"}
 
 
+def test_a_throttled_patch_is_retried_past_the_modules_retries():
+    # regression (tests/faults, throttled): under API Priority and Fairness a PATCH turned away 5 times in a row (429,
+    # Retry-After: 1) failed the module with its default retries=4; the server is there and asks to be asked again
+    throttled = api_error(429)
+    throttled.headers = {"Retry-After": "1"}
+    core = FakeCore([node("a", {}, {})], failures={"a": [throttled] * 12})
+    lab = labeller(core)
+    assert run(params(nodes={"a": facts_from_profile("t4")}), lab)["changed"] is True
+    assert len(lab.waits) == 12 and all(1.0 <= w <= 2.0 for w in lab.waits)
+
+
 def test_client_errors_are_not_retried():
     core = FakeCore([node("a", {}, {})], failures={"a": [api_error(403)]})
     lab = labeller(core)
