@@ -21,7 +21,8 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.taints import
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd import args as nfd_args, deployment as nfd_deployment
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia import allocatable, manifests, plugin_config
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import (
-    DEFAULT_TOLERATIONS, DEFAULT_WAIT_TIMEOUT, DEVICE_PLUGIN_NAMESPACE, APP_NAME, LABEL_GPU_PRESENT, RESOURCE_PREFIX,
+    DEFAULT_TOLERATIONS, DEFAULT_WAIT_TIMEOUT, DEVICE_PLUGIN_NAMESPACE, APP_NAME, LABEL_DEPLOY_DEVICE_PLUGIN,
+    LABEL_GPU_PRESENT, RESOURCE_PREFIX,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.labels import node_rules
 
@@ -111,6 +112,22 @@ def _merge(result, part, diffs):
         diffs.extend(diff if isinstance(diff, list) else [diff])
 
 
+def plugin_kept_off(node):
+    """Whether the node's device plugin deploy label is ``false``: the plugin is not to run there by an operator's
+    choice (the GPU Operator's convention; a node moved to DRA, docs/dra.md), and the DaemonSet selects ``true``. A
+    pause of NVIDIA's MIG manager is waited for as before (the wait names it)."""
+    return (((node or {}).get("metadata") or {}).get("labels") or {}).get(LABEL_DEPLOY_DEVICE_PLUGIN) == "false"
+
+
+def left_to_others(wanted, params, client):
+    """``wanted`` without the nodes the plugin's DaemonSet does not select by their deploy label (with deploy labels
+    on): nothing will advertise there, by the operator's choice (docs/dra.md: a node moved to DRA)."""
+    if not wanted or not params.get("deploy_labels", True):
+        return wanted
+    kept_off = set(n["metadata"]["name"] for n in client.list("v1", "Node") if plugin_kept_off(n))
+    return dict((node, counts) for node, counts in wanted.items() if node not in kept_off)
+
+
 def run(params, check_mode=False, want_diff=False, client=None, client_factory=None):
     """The module's work; returns its result dict."""
     nfd = nfd_args.validated(params["nfd"]) if params.get("nfd") is not None else None
@@ -145,6 +162,7 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
                 result["tainted"] = gate_new_nodes(client, parts[-1][1], check_mode=check_mode)
         applied = objects.present(manifests.render(params, configs))
         if params.get("wait", True) and not check_mode:
+            wanted = result["expected"] = left_to_others(wanted, params, client)
             deadline = objects.wait_rollout(applied, timeout, PLUGIN_COMPONENT, NVML_HINT)
             result["resources"] = objects.wait_allocatable(wanted, deadline, RESOURCE_PREFIX, timeout,
                                                            PLUGIN_COMPONENT, NVML_HINT)
