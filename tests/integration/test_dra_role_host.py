@@ -70,7 +70,7 @@ def test_containerd_2_gets_the_boot_unit_and_a_rerun_changes_nothing(tmp_path):
 @pytest.fixture(autouse=True)
 def _docker_or_skip():
     if os.system("docker info >/dev/null 2>&1") != 0:
-        pytest.skip("no docker engine here: the node containers need one")
+        missing_setup("no docker engine here: the node containers need one (make docker-engine starts it)")
 
 
 def test_containerd_17_gets_cdi_turned_on_through_the_container_toolkit_role(tmp_path):

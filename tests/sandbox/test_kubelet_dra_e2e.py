@@ -288,11 +288,12 @@ def test_the_node_runs_containerd_2_with_cdi_and_an_ordinary_pod(dra):
 def test_resourceslices_list_the_gpus_with_nvidias_names_and_attributes(dra):
     nvidia = _nvidia()
     profile = json.loads((ROOT / "sandbox" / "profiles" / (PROFILE + ".json")).read_text(encoding="utf-8"))
-    deadline = time.monotonic() + 60  # the plugin publishes once started; the controller writes soon after
+    from kubernetes import client  # pylint: disable=import-outside-toplevel
+    # the plugin publishes once started: watched (bounded) until a slice of NVIDIA's driver for the node is there
+    wait_for(client.ResourceV1Api(dra.api).list_resource_slice, field_selector="spec.nodeName=" + NODE, timeout=60,
+             predicate=lambda found: found.spec.driver == nvidia.DRA_DRIVER_NAME,
+             describe="a ResourceSlice of %s for %s" % (nvidia.DRA_DRIVER_NAME, NODE))
     slices = dra.slices()
-    while not slices and time.monotonic() < deadline:
-        time.sleep(1)
-        slices = dra.slices()
     assert len(slices) == 1, slices
     spec = slices[0]["spec"]
     assert spec["pool"]["name"] == NODE and spec["nodeName"] == NODE, spec
