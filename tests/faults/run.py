@@ -66,7 +66,8 @@ FAULTS = [
           lambda seed, workdir, smoke: lost_node.Trials(seed, workdir, log)),
     Fault("throttled", "API Priority and Fairness on, the operator (not system:masters) sent to a priority level of 3 "
           "seats that rejects (seeded: at once, or after a queue of 1 to 4) while gpu_node_labels (seeded: 8, 16 or 32 "
-          "parallel PATCHes) and device_plugin_deploy run on %d kwok nodes; one run, no rerun" % throttled.NODES, 3, 1,
+          "parallel PATCHes) and device_plugin_deploy (max_unavailable %s) run on %d kwok nodes; one run, no rerun"
+          % (throttled.MAX_UNAVAILABLE, throttled.NODES), 3, 1,
           lambda seed, workdir, smoke: throttled.Trials(seed, workdir, log,
                                                         throttled.SMOKE_NODES if smoke else throttled.NODES)),
 ]

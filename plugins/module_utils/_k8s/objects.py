@@ -105,6 +105,16 @@ def deployment_rolled_out(deployment):
             and status.get("updatedReplicas", 0) == replicas and status.get("availableReplicas", 0) == replicas)
 
 
+def holds_rollout(pod, generation):
+    """Whether a DaemonSet's pod holds its rollout up: a pod of an older template (its ``pod-template-generation``
+    label, which the DaemonSet controller sets, is not the DaemonSet's ``generation``), or one that is not Ready."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if generation and labels.get("pod-template-generation") not in (None, generation):
+        return True
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
 def container_reasons(pod):
     """Why the pod's containers are not running (``CrashLoopBackOff``, ``ErrImagePull``, a last exit with its message),
     as text to append to its phase; empty when they run."""

@@ -20,6 +20,12 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects impor
 )
 
 
+# A wait that times out describes at most this many pods (each with its events: a request each) and this many short
+# nodes (each with its pod), and counts the rest: at 2,000 nodes the fault suite's throttled rollout timed out with
+# every pod described, 2,000 event lists read under the throttle after the bound (236 s) for one message of 2,000 parts.
+DESCRIBED_AT_MOST = 5
+
+
 def owner_labels(app, component, owner_namespace=None):
     """The labels that mark an object as part of ``app``'s deployment (cluster-scoped: of the one in that namespace)."""
     labels = {LABEL_NAME: app, LABEL_MANAGED_BY: MANAGER, LABEL_COMPONENT: component}
@@ -174,16 +180,20 @@ class ObjectSet(object):
                 raise K8sError("timed out after %ss waiting for the %s pods in %s to go: %s still there"
                                % (timeout, self.app, self.namespace, ", ".join(sorted(exc.last or {}))))
 
-    def pods_summary(self, component, node=None):
-        """One line per pod of ``component`` (on ``node``): its phase, why its containers do not run, its last events."""
+    def pods_summary(self, component, node=None, holding=None):
+        """One line per pod of ``component`` (on ``node``): its phase, why its containers do not run, its last events;
+        only the pods ``holding`` (a predicate) picks where it picks any, and at most :data:`DESCRIBED_AT_MOST`, the
+        rest counted."""
         pods = self.client.list("v1", "Pod", namespace=self.namespace,
                                 label_selector=managed_selector(self.app) + ",%s=%s" % (LABEL_COMPONENT, component),
                                 field_selector="spec.nodeName=%s" % node if node else None)
         if not pods:
             where = " on the node (check node_selector, tolerations and the node's labels)" if node else ""
             return "no %s pod%s" % (component, where)
+        held = [pod for pod in pods if holding(pod)] if holding else []
+        pods = sorted(held or pods, key=lambda pod: pod["metadata"]["name"])
         parts = []
-        for pod in pods:
+        for pod in pods[:DESCRIBED_AT_MOST]:
             name = pod["metadata"]["name"]
             events = self.client.list("v1", "Event", namespace=self.namespace,
                                       field_selector="involvedObject.name=%s" % name)
@@ -191,6 +201,9 @@ class ObjectSet(object):
             parts.append("pod %s on %s is %s%s (last events: %s)" % (name, pod["spec"].get("nodeName"),
                                                                      (pod.get("status") or {}).get("phase"),
                                                                      k8s_objects.container_reasons(pod), last))
+        if len(pods) > DESCRIBED_AT_MOST:
+            parts.append("%d more %s pod(s) %snot described" % (
+                len(pods) - DESCRIBED_AT_MOST, component, "holding it up, " if held else ""))
         return "; ".join(parts)
 
     def wait_rollout(self, applied, timeout, component, hint=""):
@@ -215,10 +228,13 @@ class ObjectSet(object):
                                       status.get("availableReplicas", 0),
                                       self.pods_summary(obj["metadata"]["labels"].get(LABEL_COMPONENT, component)),
                                       hint), rollout=status)
+                generation = str((((exc.last or {}).get(name) or {}).get("metadata") or {}).get("generation", ""))
                 raise K8sError(
                     "timed out after %ss waiting for the rollout of %s: desired %s, updated %s, available %s. %s. %s"
                     % (timeout, obj_key, status.get("desiredNumberScheduled", 0), status.get("updatedNumberScheduled", 0),
-                       status.get("numberAvailable", 0), self.pods_summary(component), hint), rollout=status)
+                       status.get("numberAvailable", 0),
+                       self.pods_summary(component, holding=lambda pod: k8s_objects.holds_rollout(pod, generation)),
+                       hint), rollout=status)
         return deadline
 
     def wait_allocatable(self, expected, deadline, prefix, timeout, component, hint=""):
@@ -235,12 +251,17 @@ class ObjectSet(object):
         except WaitTimeout as exc:
             nodes = exc.last or {}
             lines = []
-            for name, (have, want) in sorted(short_nodes(nodes, expected, prefix).items()):
+            short = sorted(short_nodes(nodes, expected, prefix).items())
+            for name, (have, want) in short[:DESCRIBED_AT_MOST]:
                 if have is None:
                     lines.append("node %s does not exist" % name)
                     continue
                 lines.append("node %s advertises %s, expected %s; %s"
                              % (name, have or "no %s resources" % prefix, want, self.pods_summary(component, name)))
+            if len(short) > DESCRIBED_AT_MOST:
+                rest = [name for name, _counts in short[DESCRIBED_AT_MOST:]]
+                lines.append("%d more short node(s): %s%s" % (len(rest), ", ".join(rest[:20]),
+                                                               ", ..." if len(rest) > 20 else ""))
             raise K8sError("timed out after %ss waiting for nodes to advertise the expected GPU resources: %s. %s"
                            % (timeout, " | ".join(lines), hint),
                            resources=dict((n, k8s_objects.allocatable(nodes.get(n), prefix)) for n in expected))

@@ -27,7 +27,7 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants 
     LABEL_MPS_CAPABLE, LABEL_PLUGIN_CONFIG, MPS_DAEMON_NAME, MPS_ROOT, PLUGIN_NAME, RUNTIME_NAME, default_image,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.plugin_config import (
-    config_hash, config_key, config_yaml, named_configs,
+    config_hash, config_key, config_yaml, max_unavailable, named_configs,
 )
 
 
@@ -121,13 +121,18 @@ def _pod_spec(params, placement, deploy_label, containers, volumes, service_acco
 def _daemonset(name, component, namespace, placement, pod_spec, digest):
     labels = dict(owner_labels(APP_NAME, component), **placement.labels())
     selector = dict({LABEL_NAME: APP_NAME, LABEL_COMPONENT: component}, **placement.labels())
+    # NVIDIA's chart: values.yaml updateStrategy {type: RollingUpdate}, which Kubernetes completes with maxUnavailable 1
+    # (one node's plugin at a time: about 20 minutes for 2,000 kwok nodes here); max_unavailable widens the step
+    strategy = {"type": "RollingUpdate"}
+    if placement.params.get("max_unavailable") is not None:
+        strategy["rollingUpdate"] = {"maxUnavailable": max_unavailable(placement.params["max_unavailable"])}
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": _meta(name, component, namespace),
         "spec": {
             "selector": {"matchLabels": selector},
-            "updateStrategy": {"type": "RollingUpdate"},
+            "updateStrategy": strategy,
             "template": {
                 "metadata": {"labels": labels, "annotations": {ANNOTATION_CONFIG_HASH: digest}},
                 "spec": pod_spec,

@@ -228,6 +228,18 @@ def configs_by_node(params, configs):
     return dict((node, by_name[name]) for node, name in node_config_names(params, configs).items())
 
 
+def max_unavailable(value):
+    """``max_unavailable`` as the DaemonSet's ``rollingUpdate.maxUnavailable``: a count of nodes (1 or more) or a
+    percentage of them (``"1%"`` to ``"100%"``); raises :class:`OptionError` for anything else."""
+    text = str(value).strip()
+    if text.endswith("%") and text[:-1].isdigit() and 1 <= int(text[:-1]) <= 100:
+        return text
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise OptionError("max_unavailable", "'%s' is neither a count of nodes (1 or more) nor a percentage of them "
+                      "('1%%' to '100%%')" % value)
+
+
 def validate(params):
     """Check every option that does not end up in the config file too; raises :class:`OptionError`."""
     namespace = params.get("namespace")
@@ -239,6 +251,8 @@ def validate(params):
     for name in params.get("image_pull_secrets") or []:
         if not names.is_dns_subdomain(name or ""):
             raise OptionError("image_pull_secrets", "'%s' is not a valid Secret name" % name)
+    if params.get("max_unavailable") is not None:
+        max_unavailable(params["max_unavailable"])
     health.settings(params.get("health_checks"))  # raises for what the plugin would not do as written
     expected = params.get("expected") or {}
     for node, resources in expected.items():

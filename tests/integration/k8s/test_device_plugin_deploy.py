@@ -29,8 +29,12 @@ def module(args, check=False, diff=False):
 
 
 @pytest.fixture
-def deploy(sandbox):
-    """``deploy(nodes)`` -> ``run(**options)``: a namespace and node label of this test's own; cleaned up after."""
+def deploy(sandbox, test_nodes):  # pylint: disable=unused-argument
+    """``deploy(nodes)`` -> ``run(**options)``: a namespace and node label of this test's own; cleaned up after.
+
+    It asks for ``test_nodes`` so that pytest tears the test's nodes down after this fixture's absent, not before: the
+    pods of a deleted node go only when the pod garbage collector gets to them, and the absent waited about 55 s for
+    them (the teardown of test_adding_and_removing_a_named_config_restarts_no_pod_of_the_other_nodes)."""
     ns = "dp-" + uuid.uuid4().hex[:8]
     label = "kubegpu.test/dp-" + uuid.uuid4().hex[:8]
     labelled = []

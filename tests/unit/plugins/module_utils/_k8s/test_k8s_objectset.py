@@ -7,7 +7,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError
+from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, WaitTimeout
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet
 
 
@@ -55,3 +55,66 @@ def test_nothing_applied_says_so():
     with pytest.raises(K8sError, match=r"^cannot apply Namespace/ns: .* Half done: nothing applied; not applied yet: "
                                        r"ConfigMap/ns/config, ServiceAccount/ns/sa, DaemonSet/ns/plugin\. "):
         ObjectSet(LosingClient(lose_at=0), "ns", "app", kinds=[]).present(_objects())
+
+
+class TimingOutClient(object):
+    """A fleet of ``count`` nodes with a plugin pod each, whose waits time out with what they saw last; counts the
+    event lists a timeout's message reads."""
+
+    def __init__(self, count, updated, generation=2):
+        self.generation, self.event_lists = generation, 0
+        self.pods = [{"metadata": {"name": "plugin-%04d" % i,
+                                   "labels": {"pod-template-generation": str(generation if i < updated else 1)}},
+                      "spec": {"nodeName": "node-%04d" % i},
+                      "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+                     for i in range(count)]
+        self.clock = lambda: 0
+
+    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
+        if kind == "Event":
+            self.event_lists += 1
+            return [{"reason": "Created", "message": "Created container", "lastTimestamp": "2026-11-27T12:00:00Z"}]
+        if field_selector:
+            return [p for p in self.pods if "spec.nodeName=" + p["spec"]["nodeName"] == field_selector]
+        return list(self.pods)
+
+    def wait(self, api_version, kind, predicate, timeout, namespace=None, field_selector=None, label_selector=None):
+        if kind == "DaemonSet":
+            last = {"plugin": {"metadata": {"name": "plugin", "generation": self.generation},
+                               "status": {"desiredNumberScheduled": len(self.pods), "updatedNumberScheduled": 1901,
+                                          "numberAvailable": len(self.pods)}}}
+        else:
+            last = dict((p["spec"]["nodeName"], {"metadata": {"name": p["spec"]["nodeName"]},
+                                                 "status": {"allocatable": {}}}) for p in self.pods)
+        raise WaitTimeout("timed out", last=last)
+
+
+def test_a_rollout_that_times_out_describes_a_few_pods_that_hold_it_up_and_counts_the_rest():
+    # issue 28's throttled trial at 2,000 nodes: every pod was described, 2,000 event lists after the bound
+    client = TimingOutClient(2000, updated=1901)
+    objects = ObjectSet(client, "ns", "app", kinds=[])
+    applied = {"DaemonSet/ns/plugin": {"kind": "DaemonSet", "metadata": {"name": "plugin", "labels": {}}}}
+    with pytest.raises(K8sError) as err:
+        objects.wait_rollout(applied, 1200, "device-plugin", hint="Known causes: ...")
+    message = str(err.value)
+    assert message.startswith("timed out after 1200s waiting for the rollout of DaemonSet/ns/plugin: desired 2000, "
+                              "updated 1901, available 2000. pod plugin-1901 on node-1901 is Running (last events: "
+                              "Created: Created container); pod plugin-1902 on node-1902"), message
+    assert "94 more device-plugin pod(s) holding it up, not described. Known causes: ..." in message, message
+    assert "plugin-0000" not in message  # an updated, ready pod holds nothing up
+    assert client.event_lists == 5
+
+
+def test_nodes_short_of_gpus_at_the_timeout_are_named_a_few_described_and_the_rest_counted():
+    client = TimingOutClient(300, updated=300)
+    objects = ObjectSet(client, "ns", "app", kinds=[])
+    expected = dict(("node-%04d" % i, {"nvidia.com/gpu": 1}) for i in range(300))
+    with pytest.raises(K8sError) as err:
+        objects.wait_allocatable(expected, 0, "nvidia.com", 300, "device-plugin")
+    message = str(err.value)
+    assert message.startswith("timed out after 300s waiting for nodes to advertise the expected GPU resources: node "
+                              "node-0000 advertises no nvidia.com resources, expected {'nvidia.com/gpu': 1}; pod "
+                              "plugin-0000 on node-0000 is Running"), message
+    assert " | 295 more short node(s): node-0005, node-0006, " in message and "node-0024, ..." in message, message
+    assert "node-0025" not in message
+    assert client.event_lists == 5

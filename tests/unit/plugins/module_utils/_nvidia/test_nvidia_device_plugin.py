@@ -64,6 +64,11 @@ def test_time_slicing_and_mps_sections():
     ({"sharing": {"strategy": "time-slicing", "replicas": 2, "devices": ["0", "GPU-xyz"]}}, "sharing.devices", "GPU-xyz"),
     ({"namespace": "Not_A_Namespace"}, "namespace", "namespace name"),
     ({"expected": {"n1": {"nvidia.com/gpu": -1}}}, "expected", ">= 0"),
+    ({"max_unavailable": 0}, "max_unavailable", "a count of nodes (1 or more)"),
+    ({"max_unavailable": "0%"}, "max_unavailable", "'1%' to '100%'"),
+    ({"max_unavailable": "150%"}, "max_unavailable", "'150%'"),
+    ({"max_unavailable": "ten"}, "max_unavailable", "'ten' is neither"),
+    ({"max_unavailable": True}, "max_unavailable", "'True' is neither"),
 ])
 def test_invalid_options_name_the_option(over, option, words):
     with pytest.raises(OptionError) as err:
@@ -112,6 +117,16 @@ def test_daemonset_follows_the_static_manifest():
         assert obj["metadata"]["labels"]["app.kubernetes.io/name"] == "nvidia-device-plugin"
         assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubegpu.cluster"
     assert ds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+
+
+@pytest.mark.parametrize("value, want", [(10, 10), ("25", 25), ("10%", "10%"), (" 100% ", "100%")])
+def test_max_unavailable_widens_every_daemonsets_rolling_update(value, want):
+    objects = manifests.render(params(max_unavailable=value, gfd=True, sharing=MPS4))
+    daemonsets = [o for o in objects if o["kind"] == "DaemonSet"]
+    assert len(daemonsets) == 3  # the plugin, MPS's control daemon, GFD
+    for ds in daemonsets:
+        assert ds["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": want}}
+    plugin_config.validate(params(max_unavailable=value))  # accepted before any API call
 
 
 def test_config_map_holds_the_config_and_the_hash_follows_it():
