@@ -105,9 +105,12 @@ def test_apply_reapply_then_time_slicing(sandbox, deploy):
     assert set(_actions(again).values()) == {"unchanged"}
     pods_before = _pods(sandbox, run.namespace)
 
-    shared = run(sharing={"strategy": "time-slicing", "replicas": 4, "rename_by_default": True},
+    # the config change rolls with a wider step (max_unavailable), which the API server takes as the DaemonSet's
+    shared = run(sharing={"strategy": "time-slicing", "replicas": 4, "rename_by_default": True}, max_unavailable="25%",
                  expected={"kg-v100": {"nvidia.com/gpu.shared": 16, "nvidia.com/gpu": 0}}, diff=True)
     assert shared["changed"] is True
+    strategy = sandbox.apps.read_namespaced_daemon_set(PLUGIN_DS, run.namespace).spec.update_strategy
+    assert strategy.type == "RollingUpdate" and strategy.rolling_update.max_unavailable == "25%", strategy
     assert shared["config_hash"] != first["config_hash"]
     assert shared["config"]["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
     assert _actions(shared)["ConfigMap/nvidia-device-plugin-config"] == "updated"
