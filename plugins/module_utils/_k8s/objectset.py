@@ -260,8 +260,8 @@ class ObjectSet(object):
                              % (name, have or "no %s resources" % prefix, want, self.pods_summary(component, name)))
             if len(short) > DESCRIBED_AT_MOST:
                 rest = [name for name, _counts in short[DESCRIBED_AT_MOST:]]
-                lines.append("%d more short node(s): %s%s" % (len(rest), ", ".join(rest[:20]),
-                                                               ", ..." if len(rest) > 20 else ""))
+                named = ", ".join(rest[:20]) + (", ..." if len(rest) > 20 else "")
+                lines.append("%d more short node(s): %s" % (len(rest), named))
             raise K8sError("timed out after %ss waiting for nodes to advertise the expected GPU resources: %s. %s"
                            % (timeout, " | ".join(lines), hint),
                            resources=dict((n, k8s_objects.allocatable(nodes.get(n), prefix)) for n in expected))

@@ -16,7 +16,7 @@ import pytest
 
 from ansible_cli import modules_extending, run_module
 
-REQUEST_TIMEOUT = 4  # seconds, the option the modules get
+REQUEST_TIMEOUT = 2  # seconds, the option the modules get (a retry is caught by its second connection)
 # What a run may take beyond its bound once the module's request timed out: the module's exit and ansible's own end
 # (about a second; more on a busy 2-core machine). Without the bound's "no retry", urllib3 alone would take
 # 3 * REQUEST_TIMEOUT more.
