@@ -190,12 +190,24 @@ TEST_GROUPS := pytest-k8s-a pytest-k8s-b pytest-integration molecule-container_t
 	molecule-default sanity+units molecule-driver_upgrade pytest-sandbox lint molecule-mig molecule-gpu_driver \
 	pytest-unit changelog faults-smoke
 STAGES := python3 $(ROOT)/tools/stages.py --log-dir $(BUILD)/stages --table $(BUILD)/stage-times.txt \
-	--history $(CACHE_DIR)/stage-times.json
+	--history $(CACHE_DIR)/stage-times.json --after-stop stage-stopped
 
 test:
 	@$(STAGES) --serial test-setup $(foreach g,$(TEST_GROUPS),--group $(g))
 
 test-setup: $(TEST_SETUP)
+
+# What a stage stopped part way left (tools/stages.py --after-stop; SIGTERM reaches its process group, not what it
+# started in sessions of its own): a molecule scenario's containers and control plane (its destroy), and the control
+# planes under the pytest stage's state directories. A run stopped by a failure left a scenario's control plane
+# running for the next runs.
+.PHONY: stage-stopped
+stage-stopped: venv
+	@case "$(STAGE)" in molecule-*) \
+	  KUBELET_IMAGE_DIR=$(KUBELET_IMAGE_DIR) $(VENV)/bin/molecule destroy -s $(patsubst molecule-%,%,$(STAGE)) || true;; esac
+	@for state in $$(find $(SANDBOX) -path '$(SANDBOX)/test-k8s-$(STAGE)*' -name state.json 2>/dev/null); do \
+	  dir=$$(dirname $$state); echo "stage-stopped: $$dir"; \
+	  $(PY) -m sandbox.k8s --state-dir $$dir --kubeconfig $$dir/kubeconfig down || true; done
 
 # One after the other, for a developer's machine that should run one stage at a time (CI runs `make test`)
 test-static: venv sanity lint units changelog

@@ -9,7 +9,10 @@ Makefile's test plan says why that is safe). The queue is ordered longest first,
 seconds (a group never timed goes first), so that the last group to start is a short one.
 
 A stage that fails stops the run: the running stages are stopped (their process groups get SIGTERM, then SIGKILL
-after a grace period), nothing new starts, and the failing stage's last lines are printed. A stage make had nothing to
+after a grace period), nothing new starts, and the failing stage's last lines are printed. The signals do not reach
+what a stage started in a session of its own (a control plane, a molecule scenario's containers), so with
+``--after-stop TARGET`` each stopped stage is followed by ``make TARGET STAGE=<stage>`` (its output appended to the
+stage's log, bounded), which takes that down. A stage make had nothing to
 do for fails too (a target no rule builds tests nothing). Either way the run ends with a table of every stage (worker,
 result, seconds, and the seconds of the previous passing run) and the wall time; the table is also written to
 ``--table`` and as JSON beside it (and, for a passing run, to ``--history``, outside the clone), which the next run
@@ -32,6 +35,7 @@ from pathlib import Path
 
 GRACE_S = 20
 TAIL_LINES = 80
+AFTER_STOP_S = 300  # the bound of one stopped stage's clean-up
 
 
 class Stage:
@@ -148,6 +152,21 @@ def _signal_group(proc, sig) -> None:
         pass
 
 
+def after_stop(make: str, target: str, stage: Stage, runner: Runner) -> None:
+    """``make TARGET STAGE=<stage>`` for a stage that was stopped part way, its output appended to the stage's log."""
+    began = time.monotonic()
+    with open(stage.log, "a", encoding="utf-8") as log:
+        log.write("\n===== stopped: make %s STAGE=%s =====\n" % (target, stage.target))
+        log.flush()
+        try:
+            rc = subprocess.run([make, "--no-print-directory", target, "STAGE=" + stage.target], stdout=log,
+                                stderr=subprocess.STDOUT, timeout=AFTER_STOP_S, check=False).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timed out after %d s" % AFTER_STOP_S
+    runner.say("%s: what the stopped stage left taken down by `make %s` (rc %s, %.0f s)"
+               % (stage.target, target, rc, time.monotonic() - began))
+
+
 def _did_nothing(stage: Stage) -> bool:
     """Whether make said it had nothing to do for the stage's target (a phony target that no rule builds, say)."""
     try:
@@ -217,6 +236,8 @@ def parse_args(argv):
                         help="stages run one after the other on one worker, beside other groups (targets separated by "
                         "spaces or +; repeatable)")
     parser.add_argument("--workers", type=int, default=2, help="groups run side by side (default 2)")
+    parser.add_argument("--after-stop", metavar="TARGET",
+                        help="after the run, `make TARGET STAGE=<stage>` for each stage that was stopped part way")
     parser.add_argument("--history", type=Path, help="also keep the last passing run's JSON here (outside the clone: "
                         "a fresh clone then still gets the before column and the queue's order); read before --table's")
     return parser.parse_args(argv)
@@ -259,6 +280,10 @@ def main(argv=None) -> int:
             thread.start()
         for thread in threads:
             thread.join()
+    if args.after_stop:
+        for stage in stages:
+            if stage.result == "stopped":
+                after_stop(args.make, args.after_stop, stage, runner)
     wall = time.monotonic() - runner.start
 
     for stage in runner.failed:

@@ -14,7 +14,7 @@ import pytest
 
 STAGES = Path(__file__).resolve().parents[2] / "tools" / "stages.py"
 MAKEFILE = """
-.PHONY: quick slow fail stuck other-a
+.PHONY: quick slow fail stuck other-a after-stop
 quick:
 \t@echo quick ran
 slow:
@@ -25,6 +25,8 @@ stuck:
 \t@touch stuck.started; sleep 60
 other-%:
 \t@echo never
+after-stop:
+\t@echo taking down what $(STAGE) left; touch $(STAGE).cleaned
 """
 
 
@@ -71,6 +73,15 @@ def test_a_failing_stage_stops_the_other_lanes_and_is_named(tmp_path):
     assert "FAILED: fail" in proc.stdout
     results = dict((s, r["result"]) for s, r in rows(tmp_path).items())
     assert results == {"fail": "FAILED", "quick": "not run", "stuck": "stopped", "(wall)": "failed"}
+
+
+def test_what_a_stopped_stage_left_is_taken_down_after_the_run(tmp_path):
+    # a stopped stage's control planes and containers run in sessions of their own, which SIGTERM does not reach
+    proc, took = run(tmp_path, "--group", "fail quick", "--group", "stuck", "--after-stop", "after-stop")
+    assert proc.returncode == 1 and took < 40
+    assert "stuck: what the stopped stage left taken down by `make after-stop` (rc 0" in proc.stdout, proc.stdout
+    assert (tmp_path / "stuck.cleaned").exists() and not (tmp_path / "fail.cleaned").exists()  # stopped ones only
+    assert "taking down what stuck left" in (tmp_path / "logs" / "stuck.log").read_text()
 
 
 def test_a_stage_make_has_nothing_to_do_for_does_not_pass(tmp_path):
