@@ -241,20 +241,14 @@ pytest-k8s-a: venv
 pytest-k8s-b: venv
 	$(PYTEST) tests/integration/k8s tests/sandbox/k8s $(addprefix --ignore=,$(PYTEST_K8S_A))
 
-# pytest-integration, pytest-sandbox and the ansible-core stages run their files on two pytest workers (-n 2 --dist
-# loadfile: a file's tests, and its module-scoped node containers and control planes, stay on one worker): their
-# tests mostly wait on daemons, kubelets and control planes, and `make test` used 58 % of the two cores without it.
-# Their containers and state directories are named per process (os.getpid()) or per file, never shared between files.
-PYTEST_FILES_PARALLEL := -n 2 --dist loadfile
 pytest-integration: venv
-	$(PYTEST) $(PYTEST_FILES_PARALLEL) tests/integration --ignore=tests/integration/k8s
+	$(PYTEST) tests/integration --ignore=tests/integration/k8s
 
 # The other ansible-core versions meta/runtime.yml claims (the venv has the newest): a venv each, built once under
 # the cache like the main one (key: Python, tests/ansible-core/<minor>.txt, requirements.txt and the test runner's pins),
 # and the module and role tests that run through the ansible command line on it. tests/unit/test_ansible_versions.py
 # keeps requires_ansible and these files in step.
-ANSIBLE_CORE_TEST_PINS = $(shell grep -hE '^(pytest|pytest-testinfra|pytest-xdist|hypothesis|PyYAML)==' requirements-test.txt \
-	tests/unit/requirements.txt | sort -u)
+ANSIBLE_CORE_TEST_PINS = $(shell grep -E '^(pytest|pytest-testinfra|hypothesis|PyYAML)==' requirements-test.txt)
 ANSIBLE_CORE_VENV = $(CACHE_DIR)/venv/ansible-core-$(1)-$(shell { python3 -c 'import sys; print(sys.version)'; \
 	cat tests/ansible-core/$(1).txt requirements.txt; echo $(ANSIBLE_CORE_TEST_PINS); } | sha256sum | cut -c1-16)
 # The roles' tests (where templating differs between versions: 2.17 and 2.18 read a quoted \' and a none apart from
@@ -277,7 +271,7 @@ $(TEST_ANSIBLE_CORE): pytest-ansible-%: venv
 	  touch $$venv/.stamp; \
 	fi; \
 	exec 9>&-; $$venv/bin/python -c 'import ansible.release as r; print("ansible-core", r.__version__)'; \
-	$(PYTEST_ENV) PATH=$$venv/bin:$$PATH $$venv/bin/python -m pytest -p no:cacheprovider --durations=5 $(PYTEST_FILES_PARALLEL) $(PYTEST_ARGS) \
+	$(PYTEST_ENV) PATH=$$venv/bin:$$PATH $$venv/bin/python -m pytest -p no:cacheprovider --durations=5 $(PYTEST_ARGS) \
 	  $(ANSIBLE_CORE_TESTS) $(addprefix --deselect ,$(ANSIBLE_CORE_DESELECT))
 
 # The fault suite (tests/faults/README.md, issue 28): each fault injected into the sandbox, trials seeded, a table of
@@ -297,7 +291,7 @@ faults-smoke: venv apt-repo node-images k8s-binaries
 
 pytest-sandbox: venv
 	$(MAKE) --no-print-directory nodes-fresh
-	status=0; $(PYTEST) $(PYTEST_FILES_PARALLEL) tests/sandbox --ignore=tests/sandbox/k8s || status=$$?; \
+	status=0; $(PYTEST) tests/sandbox --ignore=tests/sandbox/k8s || status=$$?; \
 	  $(MAKE) --no-print-directory nodes-down >/dev/null; exit $$status
 
 clean:
