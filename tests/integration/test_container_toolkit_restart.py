@@ -160,5 +160,7 @@ systemctl restart docker
     assert rc != 0
     # said with the connection's own words, not a templating error on a result that has no stdout
     assert "no answer to whether docker runs after its restart" in failed["msg"], failed
-    assert "is not running" in failed["msg"], failed["msg"]
-    assert "nothing was put back" in failed["msg"], failed["msg"]
+    # the connection's words where the kill lands between two execs ("Container ... is not running"); where it cuts
+    # the exec that runs the check, Ansible's own "MODULE FAILURE" (seen once in make test, on ansible-core 2.17)
+    assert "is not running" in failed["msg"] or "MODULE FAILURE See stdout/stderr" in failed["msg"], failed["msg"]
+    assert "nothing was put back" in failed["msg"] and "\n" not in failed["msg"], failed["msg"]
