@@ -105,11 +105,25 @@ def deployment_rolled_out(deployment):
             and status.get("updatedReplicas", 0) == replicas and status.get("availableReplicas", 0) == replicas)
 
 
+# The DaemonSet's template generation, which kube-apiserver counts up on a change of the pod template only (not of
+# metadata.generation's other causes: an updateStrategy change) and which the DaemonSet controller puts on each pod
+# as the label below (seen on kube-apiserver 1.36.3: a maxUnavailable patch made generation 2, this annotation stayed
+# 1; a template patch then made 3 and 2, and the new pods carried pod-template-generation 2)
+ANNOTATION_TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
+LABEL_POD_TEMPLATE_GENERATION = "pod-template-generation"
+
+
+def template_generation(daemonset):
+    """The DaemonSet's template generation (its annotation), or ``""`` where it has none."""
+    annotations = ((daemonset or {}).get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(ANNOTATION_TEMPLATE_GENERATION, ""))
+
+
 def holds_rollout(pod, generation):
     """Whether a DaemonSet's pod holds its rollout up: a pod of an older template (its ``pod-template-generation``
-    label, which the DaemonSet controller sets, is not the DaemonSet's ``generation``), or one that is not Ready."""
+    label is not the DaemonSet's template ``generation``), or one that is not Ready."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
-    if generation and labels.get("pod-template-generation") not in (None, generation):
+    if generation and labels.get(LABEL_POD_TEMPLATE_GENERATION) not in (None, generation):
         return True
     conditions = (pod.get("status") or {}).get("conditions") or []
     return not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

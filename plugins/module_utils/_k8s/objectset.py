@@ -228,7 +228,7 @@ class ObjectSet(object):
                                       status.get("availableReplicas", 0),
                                       self.pods_summary(obj["metadata"]["labels"].get(LABEL_COMPONENT, component)),
                                       hint), rollout=status)
-                generation = str((((exc.last or {}).get(name) or {}).get("metadata") or {}).get("generation", ""))
+                generation = k8s_objects.template_generation((exc.last or {}).get(name))
                 raise K8sError(
                     "timed out after %ss waiting for the rollout of %s: desired %s, updated %s, available %s. %s. %s"
                     % (timeout, obj_key, status.get("desiredNumberScheduled", 0), status.get("updatedNumberScheduled", 0),

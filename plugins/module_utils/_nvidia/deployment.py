@@ -112,19 +112,15 @@ def _merge(result, part, diffs):
         diffs.extend(diff if isinstance(diff, list) else [diff])
 
 
-def plugin_kept_off(node):
-    """Whether the node's device plugin deploy label is ``false``: the plugin is not to run there by an operator's
-    choice (the GPU Operator's convention; a node moved to DRA, docs/dra.md), and the DaemonSet selects ``true``. A
-    pause of NVIDIA's MIG manager is waited for as before (the wait names it)."""
-    return (((node or {}).get("metadata") or {}).get("labels") or {}).get(LABEL_DEPLOY_DEVICE_PLUGIN) == "false"
-
-
 def left_to_others(wanted, params, client):
-    """``wanted`` without the nodes the plugin's DaemonSet does not select by their deploy label (with deploy labels
-    on): nothing will advertise there, by the operator's choice (docs/dra.md: a node moved to DRA)."""
+    """``wanted`` without the nodes the plugin's DaemonSet does not select because their device plugin deploy label is
+    ``false``: the plugin is not to run there by an operator's choice (the GPU Operator's convention; a node moved to
+    DRA, docs/dra.md). One list of only those nodes (a label selector), not of the fleet. A pause of NVIDIA's MIG
+    manager (``paused-for-mig-change``) is waited for as before (the wait names it)."""
     if not wanted or not params.get("deploy_labels", True):
         return wanted
-    kept_off = set(n["metadata"]["name"] for n in client.list("v1", "Node") if plugin_kept_off(n))
+    kept_off = client.list("v1", "Node", label_selector=LABEL_DEPLOY_DEVICE_PLUGIN + "=false")
+    kept_off = set(n["metadata"]["name"] for n in kept_off)
     return dict((node, counts) for node, counts in wanted.items() if node not in kept_off)
 
 

@@ -252,8 +252,6 @@ def test_absent_keeps_a_namespace_it_did_not_create(sandbox, deploy, namespace):
 
 
 def test_timeout_names_the_short_node_its_pod_and_the_known_causes(sandbox, test_nodes, deploy):
-    # test_nodes before deploy: deploy's teardown (state absent, waiting for the pods) runs first, while the node is
-    # still there; a pod left on a deleted node goes only when the pod GC's 40 s quarantine is over
     # a node whose driver is not loaded: the plugin pod runs, fails NVML at start-up and advertises nothing
     [broken] = test_nodes(1, "failure-driver-not-loaded")
     run = deploy(["kg-t4", broken])
@@ -265,6 +263,19 @@ def test_timeout_names_the_short_node_its_pod_and_the_known_causes(sandbox, test
     assert "node kg-t4" not in msg  # only the short node is named
     assert "could not load NVML library" in msg and "runtime_class" in msg
     assert result["resources"] == {"kg-t4": {"nvidia.com/gpu": 1}, broken: {}}
+
+
+def test_a_node_whose_plugin_is_kept_off_by_its_deploy_label_is_not_waited_for(sandbox, test_nodes, deploy):
+    """A node moved to DRA carries nvidia.com/gpu.deploy.device-plugin=false: the DaemonSet does not select it, so the
+    wait leaves it out (the demo's rerun waited 300 s for kg-h100 before) and waits for the others."""
+    on, off = test_nodes(2, "t4")
+    sandbox.core.patch_node(on, {"metadata": {"labels": {"nvidia.com/gpu.deploy.device-plugin": "true"}}})
+    sandbox.core.patch_node(off, {"metadata": {"labels": {"nvidia.com/gpu.deploy.device-plugin": "false"}}})
+    run = deploy([on, off])
+    result = run(deploy_labels=True, wait_timeout=60,
+                 expected={on: {"nvidia.com/gpu": 1}, off: {"nvidia.com/gpu": 1}})
+    assert result["expected"] == {on: {"nvidia.com/gpu": 1}} and result["resources"] == {on: {"nvidia.com/gpu": 1}}
+    assert _pods_on(sandbox, run.namespace, "device-plugin") == [on]
 
 
 def _pods_on(sandbox, ns, component):

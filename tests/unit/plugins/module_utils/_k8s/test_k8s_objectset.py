@@ -80,7 +80,9 @@ class TimingOutClient(object):
 
     def wait(self, api_version, kind, predicate, timeout, namespace=None, field_selector=None, label_selector=None):
         if kind == "DaemonSet":
-            last = {"plugin": {"metadata": {"name": "plugin", "generation": self.generation},
+            # metadata.generation runs ahead of the template's (an updateStrategy change counts there too)
+            template = {"deprecated.daemonset.template.generation": str(self.generation)}
+            last = {"plugin": {"metadata": {"name": "plugin", "generation": self.generation + 1, "annotations": template},
                                "status": {"desiredNumberScheduled": len(self.pods), "updatedNumberScheduled": 1901,
                                           "numberAvailable": len(self.pods)}}}
         else:
