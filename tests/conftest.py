@@ -69,15 +69,20 @@ def namespace(sandbox):  # pylint: disable=redefined-outer-name
 
 @pytest.fixture
 def test_nodes(sandbox):  # pylint: disable=redefined-outer-name
-    """``make(count, profile)`` creates kwok nodes only this test uses; they are deleted afterwards."""
+    """``make(count, profile)`` creates kwok nodes only this test uses; they are deleted afterwards. ``runtime``: the
+    container runtime the node reports (status.nodeInfo.containerRuntimeVersion), set when it is created: kwok's
+    node-initialize stage keeps what the node already says, while a status patch after it can be overwritten by a
+    late status write of kwok's (seen: a patched node reported containerd 1.6 again seconds later)."""
     from k8s_helpers import delete_quietly  # pylint: disable=import-outside-toplevel
     from sandbox.k8s import cluster, nodes  # pylint: disable=import-outside-toplevel
     made = []
 
-    def make(count=1, profile=None, gpu_taint=False):
+    def make(count=1, profile=None, gpu_taint=False, runtime=None):
         prefix = "kg-test-" + uuid.uuid4().hex[:6]
         manifests = nodes.scale_manifests(count, sandbox.kube_version, profile, gpu_taint, prefix=prefix,
                                           labels={"sandbox.kubegpu.io/test-node": prefix})
+        for manifest in manifests if runtime else ():
+            manifest["status"]["nodeInfo"]["containerRuntimeVersion"] = runtime
         cluster.create_nodes(sandbox.layout, manifests)
         names = [m["metadata"]["name"] for m in manifests]
         made.extend(names)

@@ -108,7 +108,9 @@ options:
     choices: [present, absent]
     default: present
   wait:
-    description: Wait (with watches) for the CRDs and the rollouts, or with O(state=absent) for the labels and pods to go.
+    description:
+      - Wait (with watches) for the CRDs and the rollouts, or with O(state=absent) for the labels, the pods and the CRDs to go.
+      - A deleted CRD stays until the API server has removed its objects; creating it again meanwhile fails.
     type: bool
     default: true
   wait_timeout:

@@ -13,7 +13,8 @@ __metaclass__ = type
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import vendor_plugin
-from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd.constants import CRD_API_VERSION, CRD_NODE_FEATURE_RULES
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import CRD_API_VERSION, CRD_KIND
+from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd.constants import CRD_NODE_FEATURE_RULES
 from ansible_collections.kubegpu.cluster.plugins.module_utils._intel import allocatable, labels, manifests
 from ansible_collections.kubegpu.cluster.plugins.module_utils._intel.constants import (
     ALLOCATION_POLICIES, APP_NAME, DEFAULT_ALLOCATION_POLICY, DEFAULT_SHARED_DEV_NUM, DEVICE_PLUGIN_NAMESPACE,
@@ -47,7 +48,7 @@ def expected(host, facts, params):
 def kinds_for(params, client):
     """The DaemonSet's kind, and the NodeFeatureRule's where NFD's CRDs are served (so that a rule of an earlier run
     is pruned or removed). ``nfd_rule`` without those CRDs fails here, before any change."""
-    served = client.get(CRD_API_VERSION, "CustomResourceDefinition", CRD_NODE_FEATURE_RULES) is not None
+    served = client.get(CRD_API_VERSION, CRD_KIND, CRD_NODE_FEATURE_RULES) is not None
     if params.get("nfd_rule") and params.get("state") != "absent" and not served:
         raise K8sError("nfd_rule needs node feature discovery's CRDs (%s is not served): deploy NFD first "
                        "(kubegpu.cluster.node_feature_discovery), or leave nfd_rule off - the module labels the "

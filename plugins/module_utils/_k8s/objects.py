@@ -21,6 +21,8 @@ LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_OWNER_NAMESPACE = "kubegpu.cluster/namespace"  # on cluster-scoped objects: the namespace of their deployment
 ANNOTATION_CREATED_NAMESPACE = "kubegpu.cluster/created-by"  # on a namespace a module created (and may delete)
 ANNOTATION_CONFIG_HASH = "kubegpu.cluster/config-hash"  # in a pod template: a new config rolls the pods
+CRD_API_VERSION = "apiextensions.k8s.io/v1"
+CRD_KIND = "CustomResourceDefinition"
 
 IGNORED_METADATA = ("resourceVersion", "generation", "managedFields", "creationTimestamp", "uid", "selfLink",
                     "deletionTimestamp", "deletionGracePeriodSeconds")

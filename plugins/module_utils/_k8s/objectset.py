@@ -16,7 +16,7 @@ __metaclass__ = type
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, WaitTimeout
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import (
-    LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_NAME, LABEL_OWNER_NAMESPACE, MANAGER,
+    CRD_API_VERSION, CRD_KIND, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_NAME, LABEL_OWNER_NAMESPACE, MANAGER,
 )
 
 
@@ -166,19 +166,32 @@ class ObjectSet(object):
 
     def absent(self, wait=True, timeout=300):
         """Delete every object of the set, and the namespace when one of ours created it; with ``wait``, watch (bounded)
-        until the set's pods are gone."""
+        until the set's pods are gone, and its CustomResourceDefinitions: a deleted CRD stays (Terminating) until the
+        API server has removed its objects, and creating it again meanwhile fails with 409 "object is being deleted"
+        (seen in make test: a deploy right after an absent)."""
         deleted = [obj for obj in self._managed() if self._delete(obj)]
         live_ns = self.client.get("v1", "Namespace", self.namespace)
         if live_ns and not (live_ns.get("metadata") or {}).get("deletionTimestamp") and k8s_objects.created_by_us(live_ns):
             if self._delete(dict(live_ns, apiVersion="v1", kind="Namespace")):
                 deleted.append(live_ns)
-        if deleted and wait and not self.check_mode:
+        if not (deleted and wait and not self.check_mode):
+            return
+        deadline = self.client.clock() + timeout
+        try:
+            self.client.wait("v1", "Pod", lambda pods: not pods, timeout, namespace=self.namespace,
+                             label_selector=managed_selector(self.app))
+        except WaitTimeout as exc:
+            raise K8sError("timed out after %ss waiting for the %s pods in %s to go: %s still there"
+                           % (timeout, self.app, self.namespace, ", ".join(sorted(exc.last or {}))))
+        crds = set(obj["metadata"]["name"] for obj in deleted if obj.get("kind") == CRD_KIND)
+        if crds:
             try:
-                self.client.wait("v1", "Pod", lambda pods: not pods, timeout, namespace=self.namespace,
-                                 label_selector=managed_selector(self.app))
+                self.client.wait(CRD_API_VERSION, CRD_KIND, lambda found: not crds.intersection(found),
+                                 max(1, deadline - self.client.clock()))
             except WaitTimeout as exc:
-                raise K8sError("timed out after %ss waiting for the %s pods in %s to go: %s still there"
-                               % (timeout, self.app, self.namespace, ", ".join(sorted(exc.last or {}))))
+                raise K8sError("timed out after %ss waiting for the CustomResourceDefinitions to go (the API server "
+                               "removes a CRD once its objects are deleted): %s still there; rerun, or delete what "
+                               "holds them" % (timeout, ", ".join(sorted(crds.intersection(exc.last or {})))))
 
     def pods_summary(self, component, node=None, holding=None):
         """One line per pod of ``component`` (on ``node``): its phase, why its containers do not run, its last events;

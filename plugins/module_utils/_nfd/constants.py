@@ -20,7 +20,6 @@ NFD_IMAGE_REPOSITORY = "registry.k8s.io/nfd/node-feature-discovery"
 # --- The API (pkg/apis/nfd/v1alpha1: register.go, annotations_labels.go)
 API_GROUP = "nfd.k8s-sigs.io"
 API_VERSION = API_GROUP + "/v1alpha1"
-CRD_API_VERSION = "apiextensions.k8s.io/v1"
 NODE_FEATURE = "NodeFeature"
 CRD_NODE_FEATURES = "nodefeatures." + API_GROUP
 CRD_NODE_FEATURE_RULES = "nodefeaturerules." + API_GROUP

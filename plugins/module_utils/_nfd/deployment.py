@@ -19,18 +19,17 @@ from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8s
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import client as k8s_client
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import objects as k8s_objects
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import (
-    LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_NAME, MANAGER, deployment_rolled_out,
+    CRD_API_VERSION, CRD_KIND, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_NAME, MANAGER, deployment_rolled_out,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet, managed_selector
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd import manifests
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd.constants import (
-    API_VERSION, APP_NAME, CRD_API_VERSION, CRD_NODE_FEATURES, DEFAULT_WAIT_TIMEOUT, FEATURE_LABELS_ANNOTATION,
+    API_VERSION, APP_NAME, CRD_NODE_FEATURES, DEFAULT_WAIT_TIMEOUT, FEATURE_LABELS_ANNOTATION,
     MASTER_NAME, MASTER_PROGRAM, NAMESPACE, NODE_FEATURE, WORKER_NAME,
 )
 
 HINT = ("Known causes: the image cannot be pulled (image, image_pull_secrets); nfd-worker does not tolerate the "
         "nodes' taints (worker_tolerations); nfd-master restarts until the NodeFeature CRDs are established.")
-CRD_KIND = "CustomResourceDefinition"
 
 
 def _ours(obj):

@@ -20,11 +20,11 @@ import json
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import OptionError
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import names
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import (
-    ANNOTATION_CONFIG_HASH, LABEL_COMPONENT, LABEL_NAME,
+    ANNOTATION_CONFIG_HASH, CRD_API_VERSION, CRD_KIND, LABEL_COMPONENT, LABEL_NAME,
 )
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import owner_labels
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd.constants import (
-    API_GROUP, APP_NAME, CONFIG_DIR, CRD_API_VERSION, FEATURES_D, HTTP_PORT, MASTER_CONFIG_KEY, MASTER_NAME,
+    API_GROUP, APP_NAME, CONFIG_DIR, FEATURES_D, HTTP_PORT, MASTER_CONFIG_KEY, MASTER_NAME,
     MASTER_PROGRAM, MASTER_TOLERATIONS, NAMESPACE, NFD_IMAGE_REPOSITORY, NFD_VERSION, WORKER_CONFIG_KEY, WORKER_NAME,
     WORKER_PROGRAM,
 )
@@ -89,7 +89,7 @@ def _crd(plural, kind, scope, spec_schema, status_schema=None, subresource=False
     if short_names:
         crd_names["shortNames"] = list(short_names)
     name = "%s.%s" % (plural, API_GROUP)
-    return {"apiVersion": CRD_API_VERSION, "kind": "CustomResourceDefinition",
+    return {"apiVersion": CRD_API_VERSION, "kind": CRD_KIND,
             "metadata": _meta(name, "crd", cluster_owner=owner) if owner else {"name": name},
             "spec": {"group": API_GROUP, "names": crd_names, "scope": scope, "versions": [version]}}
 
@@ -327,5 +327,5 @@ MANAGED_KINDS = (
     ("v1", "ServiceAccount", True),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", False),
     ("rbac.authorization.k8s.io/v1", "ClusterRole", False),
-    (CRD_API_VERSION, "CustomResourceDefinition", False),
+    (CRD_API_VERSION, CRD_KIND, False),
 )

@@ -48,16 +48,6 @@ def labels(sandbox, node):
     return sandbox.core.read_node(node).metadata.labels or {}
 
 
-def set_runtime(sandbox, node, runtime):
-    """What the node's kubelet would report as its runtime (kwok nodes say containerd 1.6, the fleet images' own).
-    Once kwok has initialised the node (Ready): its first status write would put back what it read before."""
-    def ready(found):
-        return any(c.type == "Ready" and c.status == "True" for c in found.status.conditions or [])
-    wait_for(sandbox.core.list_node, field_selector="metadata.name=%s" % node, predicate=ready, timeout=60,
-             describe="node %s Ready" % node)
-    sandbox.core.patch_node_status(node, {"status": {"nodeInfo": {"containerRuntimeVersion": runtime}}})
-
-
 def slices(resource, node):
     found = resource.list_resource_slice(field_selector="spec.driver=gpu.nvidia.com,spec.nodeName=%s" % node).items
     return sorted(d.name for s in found for d in s.spec.devices or [])
@@ -90,8 +80,7 @@ MIGRATE_PLAY = """
 
 def test_a_node_moves_to_dra_and_back_with_capacity_and_slices_checked_at_each_step(
         sandbox, test_nodes, namespace, dra_side, tmp_path):
-    node = test_nodes(1, profile="h100")[0]
-    set_runtime(sandbox, node, "containerd://2.4.2")
+    node = test_nodes(1, profile="h100", runtime="containerd://2.4.2")[0]
     sandbox.core.patch_node(node, {"metadata": {"labels": {DEPLOY_PLUGIN: "true", "nvidia.com/gpu.count": "1"}}})
     ns = "dp-" + uuid.uuid4().hex[:6]
     rc, deployed = run_module("kubegpu.cluster.device_plugin_deploy", dict(
@@ -186,9 +175,8 @@ def test_a_node_moves_to_dra_and_back_with_capacity_and_slices_checked_at_each_s
 
 
 def test_a_node_whose_runtime_cannot_do_cdi_is_refused_before_any_change(sandbox, test_nodes, dra_side):
-    node, other = test_nodes(2, profile="h100")
-    for name, runtime in ((node, "containerd://1.6.20"), (other, "containerd://2.4.2")):
-        set_runtime(sandbox, name, runtime)
+    node = test_nodes(1, profile="h100", runtime="containerd://1.6.20")[0]
+    other = test_nodes(1, profile="h100", runtime="containerd://2.4.2")[0]
     refused = migrate(sandbox, [other, node], expect_rc=2, wait=False)
     assert "node %s: its runtime is containerd://1.6.20" % node in refused["msg"]
     assert other not in refused["msg"]

@@ -118,23 +118,26 @@ def their_nfd(sandbox):
     """An NFD the module did not deploy: the CRDs (bare) and an nfd-master Deployment in a namespace of its own."""
     ext = client.ApiextensionsV1Api(sandbox.api_client)
     ns = "their-nfd-" + uuid.uuid4().hex[:6]
-    sandbox.core.create_namespace({"metadata": {"name": ns}})
-    for crd in nfd_manifests.crds():
-        ext.create_custom_resource_definition(crd)
     labels = {"app": "their-nfd-master"}
-    sandbox.apps.create_namespaced_deployment(ns, {
-        "metadata": {"name": "their-nfd-master"},
-        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [{"name": "master", "image": "registry.k8s.io/nfd/node-feature-discovery:v0.18.3",
-                            "command": ["nfd-master"]}]}}}})
-    yield "%s/their-nfd-master" % ns
-    delete_quietly(sandbox.core.delete_namespace, ns)
-    for name in CRDS:
-        delete_quietly(ext.delete_custom_resource_definition, name)
-    # a deleted CRD stays (Terminating) until its objects are gone: the next test counts the CRDs present
-    for name in CRDS:
-        wait_gone(ext.list_custom_resource_definition, field_selector="metadata.name=" + name, timeout=60, describe=name)
+    try:  # what was made is removed even when making the rest failed: the next test counts the CRDs present
+        sandbox.core.create_namespace({"metadata": {"name": ns}})
+        for crd in nfd_manifests.crds():
+            ext.create_custom_resource_definition(crd)
+        sandbox.apps.create_namespaced_deployment(ns, {
+            "metadata": {"name": "their-nfd-master"},
+            "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "master", "image": "registry.k8s.io/nfd/node-feature-discovery:v0.18.3",
+                                "command": ["nfd-master"]}]}}}})
+        yield "%s/their-nfd-master" % ns
+    finally:
+        delete_quietly(sandbox.core.delete_namespace, ns)
+        for name in CRDS:
+            delete_quietly(ext.delete_custom_resource_definition, name)
+        # a deleted CRD stays (Terminating) until its objects are gone
+        for name in CRDS:
+            wait_gone(ext.list_custom_resource_definition, field_selector="metadata.name=" + name, timeout=60,
+                      describe=name)
 
 
 def test_an_nfd_the_cluster_runs_is_used(sandbox, nfd, their_nfd):
@@ -173,8 +176,9 @@ def test_role_task_file(sandbox, tmp_path):
     assert rc == 0 and "nfd" not in dict(tasks)["result"]["device_plugin_result"], tasks
     try:
         rc, tasks = run_playbook(playbook, dict(variables, device_plugin_gfd=True))
+        assert rc == 0, tasks  # the play's own words when the deploy failed
         result = dict(tasks)["result"]["device_plugin_result"]["nfd"]
-        assert rc == 0 and result["changed"] is True, tasks
+        assert result["changed"] is True, tasks
         assert result["master_config"] == {"extraLabelNs": ["nvidia.com"]}
         assert result["worker_config"] == {"sources": {"pci": {"deviceClassWhitelist": ["02", "03"],
                                                                "deviceLabelFields": ["vendor"]}}}

@@ -120,3 +120,57 @@ def test_nodes_short_of_gpus_at_the_timeout_are_named_a_few_described_and_the_re
     assert " | 295 more short node(s): node-0005, node-0006, " in message and "node-0024, ..." in message, message
     assert "node-0025" not in message
     assert client.event_lists == 5
+
+
+class DeletingClient(object):
+    """One CustomResourceDefinition and one DaemonSet of the set; the CRD stays Terminating for ``lingers`` watch
+    events after its delete (the API server removes it once its objects are gone), with ``lingers`` None past the
+    wait's bound."""
+
+    def __init__(self, lingers):
+        self.lingers = lingers
+        self.waited = []
+
+    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
+        name = {"CustomResourceDefinition": "things.example.com", "DaemonSet": "plugin"}.get(kind)
+        return [{"metadata": {"name": name, "namespace": namespace}}] if name else []
+
+    def get(self, *args, **kwargs):
+        return None
+
+    def delete(self, api_version, kind, name, namespace=None, dry_run=False):
+        return True
+
+    def clock(self):
+        return 0.0
+
+    def wait(self, api_version, kind, predicate, timeout, namespace=None, field_selector=None, label_selector=None):
+        self.waited.append(kind)
+        if kind == "Pod":
+            return {}
+        states = [{"things.example.com": {}, "other.example.com": {}}] * (self.lingers or 1)
+        states += [{"other.example.com": {}}] if self.lingers else []
+        for found in states:
+            if predicate(found):
+                return found
+        raise WaitTimeout("timed out", last=states[-1])
+
+
+KINDS = [("apps/v1", "DaemonSet", True), ("apiextensions.k8s.io/v1", "CustomResourceDefinition", False)]
+
+
+def test_absent_waits_until_its_deleted_crds_are_gone():
+    """A deleted CRD stays until its objects are removed; a deploy right after an absent that returned earlier failed
+    with 409 "object is being deleted" (make test, pytest-k8s-b)."""
+    client = DeletingClient(lingers=2)
+    ObjectSet(client, "ns", "app", kinds=KINDS).absent(wait=True, timeout=60)
+    assert client.waited == ["Pod", "CustomResourceDefinition"]
+    client = DeletingClient(lingers=2)
+    ObjectSet(client, "ns", "app", kinds=KINDS).absent(wait=False)
+    assert client.waited == []
+
+
+def test_a_crd_that_does_not_go_is_named():
+    with pytest.raises(K8sError, match=r"^timed out after 60s waiting for the CustomResourceDefinitions to go .*: "
+                                       r"things\.example\.com still there; rerun"):
+        ObjectSet(DeletingClient(lingers=None), "ns", "app", kinds=KINDS).absent(wait=True, timeout=60)
