@@ -16,10 +16,8 @@ __metaclass__ = type
 import json
 import threading
 
-from concurrent.futures import ThreadPoolExecutor
-
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, OptionError
-from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import retry
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import parallel, retry
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import TRANSIENT, api_error_text
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.names import is_valid_label_key
 
@@ -268,23 +266,16 @@ def run(params, labeller, labels_for, check_mode=False, want_diff=False, soft=()
 
     applied = {}
     if to_patch and not check_mode:
-        workers = max(1, min(int(params.get("concurrency") or 8), len(to_patch)))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = dict((name, pool.submit(write, name)) for name in to_patch)
-            errors = []
-            for name in to_patch:
-                try:
-                    applied[name] = futures[name].result()
-                except K8sError as exc:
-                    errors.append(exc)
+        applied, errors, not_started = parallel.each_node(to_patch, write, int(params.get("concurrency") or 8))
         if errors:
             done = sorted(applied)
             messages = []
             for exc in errors:  # one server that stopped answering fails every parallel request with one message
                 if str(exc) not in messages:
                     messages.append(str(exc))
-            failed = K8sError("%s%s" % ("; ".join(messages[:10]),
-                                        " (%d node(s) were labelled before the error)" % len(done) if done else ""),
+            half = ["%d node(s) were labelled before the error" % len(done)] if done else []
+            half += ["%d not tried after it" % len(not_started)] if not_started else []
+            failed = K8sError("%s%s" % ("; ".join(messages[:10]), " (%s)" % ", ".join(half) if half else ""),
                               node=errors[0].details.get("node"))
             failed.status = getattr(errors[0], "status", None)
             raise failed

@@ -17,9 +17,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s import parallel
 
 JSON_PATCH = "application/json-patch+json"
 ATTEMPTS = 5
@@ -66,11 +66,19 @@ def api_error_text(exc):
     return client.api_error_text(exc)
 
 
+def _failed(message, name, status):
+    """The error of one node, with the HTTP status that decides whether the other nodes are still tried
+    (:func:`.parallel.server_gone`)."""
+    failed = K8sError(message, node=name)
+    failed.status = status
+    return failed
+
+
 def _read(core, name):
     try:
         return json.loads(core.read_node(name).data)
     except Exception as exc:  # pylint: disable=broad-except
-        raise K8sError("reading node %s: %s" % (name, api_error_text(exc)), node=name)
+        raise _failed("reading node %s: %s" % (name, api_error_text(exc)), name, getattr(exc, "status", None))
 
 
 def _ensure(core, name, node, taint, present):
@@ -85,11 +93,11 @@ def _ensure(core, name, node, taint, present):
         except Exception as exc:  # pylint: disable=broad-except
             if getattr(exc, "status", None) not in (409, 422):
                 action = "adding" if present else "removing"
-                raise K8sError("%s taint %s on node %s: %s" % (action, taint["key"], name, api_error_text(exc)),
-                               node=name)
+                raise _failed("%s taint %s on node %s: %s" % (action, taint["key"], name, api_error_text(exc)),
+                              name, getattr(exc, "status", None))
         node = _read(core, name)  # another writer changed the node since it was read: compute the patch again
-    raise K8sError("node %s: the taint %s kept changing under other writers; run again" % (name, taint["key"]),
-                   node=name)
+    raise _failed("node %s: the taint %s kept changing under other writers; run again" % (name, taint["key"]),
+                  name, 409)
 
 
 def ensure(core, nodes, taint, present, check_mode=False, concurrency=8):
@@ -98,14 +106,8 @@ def ensure(core, nodes, taint, present, check_mode=False, concurrency=8):
     todo = sorted(name for name, node in nodes.items() if patch(node, taint, present) is not None)
     if check_mode or not todo:
         return todo
-    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(todo)))) as pool:
-        futures = [pool.submit(_ensure, core, name, nodes[name], taint, present) for name in todo]
-        errors = []
-        for future in futures:
-            try:
-                future.result()
-            except K8sError as exc:
-                errors.append(exc)
+    _done, errors, _not_started = parallel.each_node(
+        todo, lambda name: _ensure(core, name, nodes[name], taint, present), concurrency)
     if errors:
         raise errors[0]
     return todo

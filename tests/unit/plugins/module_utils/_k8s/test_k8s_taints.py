@@ -80,3 +80,17 @@ def test_a_node_that_keeps_changing_or_a_real_error_is_one_clear_error():
         taints.ensure(Core(99, node()), {"n1": node()}, OURS, True)
     with pytest.raises(K8sError, match="adding taint kubegpu.cluster/gpu-unproven on node n1"):
         taints.ensure(Core(1, node(), status=403), {"n1": node()}, OURS, True)
+
+
+def test_a_server_that_stopped_answering_leaves_the_nodes_not_started_alone():
+    """Connection errors (no HTTP status) on every node: the threads' first nodes are tried, the rest are not; a
+    refusal about one node (403) does not stop the others (tests/faults, api-server-gone; _k8s/parallel.py)."""
+    names = ["n%02d" % i for i in range(30)]
+    gone = Core(999, None, status=None)
+    with pytest.raises(K8sError, match="adding taint .* on node n"):
+        taints.ensure(gone, dict((n, node()) for n in names), OURS, True, concurrency=4)
+    assert 1 <= len(gone.patches) <= 4
+    refused = Core(1, None, status=403)
+    with pytest.raises(K8sError, match="HTTP 403|refused"):
+        taints.ensure(refused, dict((n, node()) for n in names), OURS, True, concurrency=4)
+    assert len(refused.patches) == 30
