@@ -187,7 +187,8 @@ class ObjectSet(object):
         if crds:
             try:
                 self.client.wait(CRD_API_VERSION, CRD_KIND, lambda found: not crds.intersection(found),
-                                 max(1, deadline - self.client.clock()))
+                                 max(1, deadline - self.client.clock()),
+                                 label_selector=managed_selector(self.app, self.namespace))
             except WaitTimeout as exc:
                 raise K8sError("timed out after %ss waiting for the CustomResourceDefinitions to go (the API server "
                                "removes a CRD once its objects are deleted): %s still there; rerun, or delete what "

@@ -106,8 +106,11 @@ def ensure(core, nodes, taint, present, check_mode=False, concurrency=8):
     todo = sorted(name for name, node in nodes.items() if patch(node, taint, present) is not None)
     if check_mode or not todo:
         return todo
-    _done, errors, _not_started = parallel.each_node(
+    _done, errors, not_started = parallel.each_node(
         todo, lambda name: _ensure(core, name, nodes[name], taint, present), concurrency)
+    if errors and not_started:  # what is half done: the nodes left alone once the server stopped answering
+        raise _failed("%s (%d node(s) not tried after it)" % (errors[0], len(not_started)),
+                      errors[0].details.get("node"), getattr(errors[0], "status", None))
     if errors:
         raise errors[0]
     return todo

@@ -8,7 +8,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, WaitTimeout
-from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet, managed_selector
 
 
 class LosingClient(object):
@@ -130,6 +130,7 @@ class DeletingClient(object):
     def __init__(self, lingers):
         self.lingers = lingers
         self.waited = []
+        self.selectors = []
 
     def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
         name = {"CustomResourceDefinition": "things.example.com", "DaemonSet": "plugin"}.get(kind)
@@ -146,6 +147,7 @@ class DeletingClient(object):
 
     def wait(self, api_version, kind, predicate, timeout, namespace=None, field_selector=None, label_selector=None):
         self.waited.append(kind)
+        self.selectors.append(label_selector)
         if kind == "Pod":
             return {}
         states = [{"things.example.com": {}, "other.example.com": {}}] * (self.lingers or 1)
@@ -165,6 +167,7 @@ def test_absent_waits_until_its_deleted_crds_are_gone():
     client = DeletingClient(lingers=2)
     ObjectSet(client, "ns", "app", kinds=KINDS).absent(wait=True, timeout=60)
     assert client.waited == ["Pod", "CustomResourceDefinition"]
+    assert client.selectors[1] == managed_selector("app", "ns")  # only ours are watched, not every CRD of the cluster
     client = DeletingClient(lingers=2)
     ObjectSet(client, "ns", "app", kinds=KINDS).absent(wait=False)
     assert client.waited == []

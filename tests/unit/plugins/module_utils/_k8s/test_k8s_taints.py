@@ -87,9 +87,10 @@ def test_a_server_that_stopped_answering_leaves_the_nodes_not_started_alone():
     refusal about one node (403) does not stop the others (tests/faults, api-server-gone; _k8s/parallel.py)."""
     names = ["n%02d" % i for i in range(30)]
     gone = Core(999, None, status=None)
-    with pytest.raises(K8sError, match="adding taint .* on node n"):
+    with pytest.raises(K8sError, match=r"adding taint .* on node n.*\((\d+) node\(s\) not tried after it\)$") as info:
         taints.ensure(gone, dict((n, node()) for n in names), OURS, True, concurrency=4)
     assert 1 <= len(gone.patches) <= 4
+    assert "(%d node(s) not tried after it)" % (30 - len(gone.patches)) in str(info.value)
     refused = Core(1, None, status=403)
     with pytest.raises(K8sError, match="HTTP 403|refused"):
         taints.ensure(refused, dict((n, node()) for n in names), OURS, True, concurrency=4)
