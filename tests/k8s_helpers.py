@@ -7,8 +7,11 @@ import uuid
 from pathlib import Path
 
 from kubernetes import watch
+from kubernetes.client import ApiextensionsV1Api
 from kubernetes.client.rest import ApiException
 
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.client import Client
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import open_crd_storage
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nvidia.constants import MPS_ROOT, PROOF_IMAGE, default_image
 
 PLUGIN_IMAGE = default_image()
@@ -99,31 +102,53 @@ def wait_for(list_fn, *args, predicate, timeout=30.0, describe="condition", **kw
 
 
 def wait_gone(list_fn, *args, timeout=30.0, describe="objects", **kwargs):
-    """List, then watch, until ``list_fn`` (narrowed by ``field_selector``/``label_selector``) lists nothing."""
+    """List, then watch, until ``list_fn`` (narrowed by ``field_selector``/``label_selector``) lists nothing. A timeout
+    names what is left and, where it says why it stays (a CRD's Terminating condition), its words."""
     deadline = time.monotonic() + timeout
     while True:
         listing = list_fn(*args, **kwargs)
-        left = set(o.metadata.name for o in listing.items)
+        left = dict((o.metadata.name, o) for o in listing.items)
         if not left:
             return
         remaining = int(deadline - time.monotonic())
         if remaining <= 0:
             raise AssertionError("timed out after %.0f s waiting for %s to go; still there: %s"
-                                 % (timeout, describe, ", ".join(sorted(left))))
+                                 % (timeout, describe, ", ".join(_why_still_there(o) for _n, o in sorted(left.items()))))
         stream = watch.Watch()
         try:
             for event in stream.stream(list_fn, *args, resource_version=listing.metadata.resource_version,
                                        timeout_seconds=remaining, **kwargs):
                 if event["type"] == "DELETED":
-                    left.discard(event["object"].metadata.name)
-                elif event["type"] == "ADDED":
-                    left.add(event["object"].metadata.name)
+                    left.pop(event["object"].metadata.name, None)
+                elif event["type"] in ("ADDED", "MODIFIED"):
+                    left[event["object"].metadata.name] = event["object"]
                 if not left:
                     stream.stop()
                     return
         except ApiException as exc:
             if exc.status != 410:
                 raise
+
+
+def _why_still_there(obj):
+    status = getattr(obj, "status", None)
+    words = ["%s: %s" % (c.reason, c.message) for c in (getattr(status, "conditions", None) or [])
+             if c.type == "Terminating"]
+    return obj.metadata.name + (" (%s)" % "; ".join(words) if words else "")
+
+
+def delete_crds(sandbox, crds, timeout=60):
+    """Delete the CRDs of ``crds`` (manifests) as the collection's removal does (their objects' storage opened first:
+    objectset.open_crd_storage), then wait until they are gone: a deleted CRD stays (Terminating) until the API
+    server has removed its objects, and later tests count the CRDs present."""
+    ext = ApiextensionsV1Api(sandbox.api_client)
+    ours = Client(api_client=sandbox.api_client)
+    for crd in crds:
+        open_crd_storage(ours, crd)
+        delete_quietly(ext.delete_custom_resource_definition, crd["metadata"]["name"])
+    for crd in crds:
+        wait_gone(ext.list_custom_resource_definition, field_selector="metadata.name=" + crd["metadata"]["name"],
+                  timeout=timeout, describe=crd["metadata"]["name"])
 
 
 def gpu_resources(node):

@@ -510,13 +510,16 @@ class Client(object):
                 return None
         return self._retried("cannot read %s %s" % (kind, name), call)
 
-    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
+    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None, resource_version=None):
+        """Every object of ``kind`` (in ``namespace``; every namespace when None), as dicts. ``resource_version``
+        "0": served from the API server's watch cache, however old."""
         res = self.resource(api_version, kind)
+        extra = {"resource_version": resource_version} if resource_version is not None else {}
 
         def call():
             try:
                 return res.get(namespace=namespace if res.namespaced else None, label_selector=label_selector,
-                               field_selector=field_selector)
+                               field_selector=field_selector, **extra)
             except NotFoundError:
                 return None
         found = self._retried("cannot list %s" % kind, call)

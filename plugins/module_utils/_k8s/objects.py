@@ -58,6 +58,14 @@ def compare(before, after):
     return "unchanged" if normalize(before) == normalize(after) else "updated"
 
 
+def crd_terminating(name, crd):
+    """``name`` and, while the CRD is being deleted, the API server's words on its Terminating condition (why it
+    stays: its objects still there, or the finalizer's last error)."""
+    words = ["%s: %s" % (c.get("reason"), c.get("message")) for c in (((crd or {}).get("status") or {}).get("conditions") or [])
+             if c.get("type") == "Terminating" and c.get("status") == "True"]
+    return name + (" (%s)" % "; ".join(words) if words else "")
+
+
 def namespace_object(name, created_by=None):
     """A Namespace marked as the collection's; ``created_by`` (the creating module) marks it as ours to delete."""
     meta = {"name": name, "labels": {LABEL_MANAGED_BY: MANAGER}}

@@ -52,6 +52,32 @@ def short_nodes(nodes, expected, prefix):
     return out
 
 
+def open_crd_storage(client, crd):
+    """List the objects of ``crd`` (a CRD manifest or the live object) once, from the API server's watch cache,
+    before the CRD is deleted.
+
+    The API server makes a CRD's storage (and its watch cache) on the first request for its objects. A CRD whose
+    objects nobody asked for (deleted within seconds of its creation, before the garbage collector watches it) has
+    none when its finalizer runs; the finalizer's list of the objects then fails with 429 "storage is
+    (re)initializing" until that cache is ready, and the finalizer retries on a per-CRD exponential backoff
+    (kubernetes apiextensions-apiserver pkg/controller/finalizer/crd_finalizer.go deleteInstances and its
+    rate-limited queue; apiserver pkg/storage/cacher/cacher.go GetList, KEP-4568). make test's CI had
+    nodefeaturerules still Terminating 60 s after its delete; the same tests run here had the sandbox's
+    kube-apiserver log that error for nodefeaturegroups and nodefeaturerules. This list (resourceVersion 0: from the cache, waited out like any 429) makes
+    the storage and lets it get ready while the CRD still stands. It is best effort: when it fails, the delete
+    goes on and the wait for the CRD to go says what holds it."""
+    spec = crd.get("spec") or {}
+    versions = [v for v in spec.get("versions") or [] if v.get("served")]
+    kind = (spec.get("names") or {}).get("kind")
+    if not (versions and kind and spec.get("group")):
+        return
+    version = next((v for v in versions if v.get("storage")), versions[0])["name"]
+    try:
+        client.list("%s/%s" % (spec["group"], version), kind, resource_version="0")
+    except K8sError:
+        pass
+
+
 class ObjectSet(object):
     """The objects of ``app`` in ``namespace``, through ``client`` (a :class:`.client.Client` or a stand-in).
 
@@ -159,6 +185,8 @@ class ObjectSet(object):
 
     def _delete(self, obj):
         meta = obj["metadata"]
+        if obj.get("kind") == CRD_KIND and not self.check_mode:
+            open_crd_storage(self.client, obj)
         if self.client.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"), dry_run=self.check_mode):
             self._record(obj, "deleted", obj, None)
             return True
@@ -190,9 +218,11 @@ class ObjectSet(object):
                                  max(1, deadline - self.client.clock()),
                                  label_selector=managed_selector(self.app, self.namespace))
             except WaitTimeout as exc:
+                left = dict((name, crd) for name, crd in (exc.last or {}).items() if name in crds)
                 raise K8sError("timed out after %ss waiting for the CustomResourceDefinitions to go (the API server "
                                "removes a CRD once its objects are deleted): %s still there; rerun, or delete what "
-                               "holds them" % (timeout, ", ".join(sorted(crds.intersection(exc.last or {})))))
+                               "holds them" % (timeout, ", ".join(k8s_objects.crd_terminating(name, crd) for name, crd
+                                                                  in sorted(left.items()))))
 
     def pods_summary(self, component, node=None, holding=None):
         """One line per pod of ``component`` (on ``node``): its phase, why its containers do not run, its last events;

@@ -13,7 +13,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._nfd import manifests as nfd_manifests
-from k8s_helpers import PLUGIN_IMAGE, delete_quietly, wait_for, wait_gone
+from k8s_helpers import PLUGIN_IMAGE, delete_crds, delete_quietly, wait_for
 from sandbox.k8s.devsim import gfd as sim_gfd
 from sandbox.k8s.devsim.rules import parse_config
 
@@ -40,10 +40,7 @@ def crds(sandbox):
         wait_for(ext.list_custom_resource_definition, field_selector="metadata.name=" + name, describe=name + " established",
                  predicate=lambda c: any(x.type == "Established" and x.status == "True" for x in c.status.conditions or []))
     yield client.CustomObjectsApi(sandbox.api_client)
-    for name in names:
-        delete_quietly(ext.delete_custom_resource_definition, name)
-    for name in names:  # a deleted CRD stays (Terminating) until its objects are gone; later tests count the CRDs
-        wait_gone(ext.list_custom_resource_definition, field_selector="metadata.name=" + name, timeout=60, describe=name)
+    delete_crds(sandbox, [c for c in nfd_manifests.crds() if c["metadata"]["name"] in names])
 
 
 def pod(name, node, image, command, args=(), mounts=(), volumes=(), env=()):

@@ -122,24 +122,37 @@ def test_nodes_short_of_gpus_at_the_timeout_are_named_a_few_described_and_the_re
     assert client.event_lists == 5
 
 
+TERMINATING = {"type": "Terminating", "status": "True", "reason": "InstanceDeletionFailed",
+               "message": "could not list instances: storage is (re)initializing"}
+
+
 class DeletingClient(object):
     """One CustomResourceDefinition and one DaemonSet of the set; the CRD stays Terminating for ``lingers`` watch
     events after its delete (the API server removes it once its objects are gone), with ``lingers`` None past the
-    wait's bound."""
+    wait's bound. ``calls`` keeps the lists and deletes in order."""
 
     def __init__(self, lingers):
         self.lingers = lingers
         self.waited = []
         self.selectors = []
+        self.calls = []
 
-    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None):
-        name = {"CustomResourceDefinition": "things.example.com", "DaemonSet": "plugin"}.get(kind)
-        return [{"metadata": {"name": name, "namespace": namespace}}] if name else []
+    def list(self, api_version, kind, namespace=None, label_selector=None, field_selector=None, resource_version=None):
+        self.calls.append(("list", api_version, kind, resource_version))
+        if kind == "CustomResourceDefinition":
+            return [{"metadata": {"name": "things.example.com"}, "spec": {
+                "group": "example.com", "names": {"kind": "Thing", "plural": "things"},
+                "versions": [{"name": "v1alpha1", "served": True, "storage": False},
+                             {"name": "v1", "served": True, "storage": True}]}}]
+        if kind == "DaemonSet":
+            return [{"metadata": {"name": "plugin", "namespace": namespace}}]
+        return []
 
     def get(self, *args, **kwargs):
         return None
 
     def delete(self, api_version, kind, name, namespace=None, dry_run=False):
+        self.calls.append(("delete", api_version, kind, name))
         return True
 
     def clock(self):
@@ -150,7 +163,8 @@ class DeletingClient(object):
         self.selectors.append(label_selector)
         if kind == "Pod":
             return {}
-        states = [{"things.example.com": {}, "other.example.com": {}}] * (self.lingers or 1)
+        terminating = {"status": {"conditions": [TERMINATING]}}
+        states = [{"things.example.com": terminating, "other.example.com": {}}] * (self.lingers or 1)
         states += [{"other.example.com": {}}] if self.lingers else []
         for found in states:
             if predicate(found):
@@ -173,7 +187,22 @@ def test_absent_waits_until_its_deleted_crds_are_gone():
     assert client.waited == []
 
 
-def test_a_crd_that_does_not_go_is_named():
+def test_a_crd_that_does_not_go_is_named_with_the_api_servers_reason():
     with pytest.raises(K8sError, match=r"^timed out after 60s waiting for the CustomResourceDefinitions to go .*: "
-                                       r"things\.example\.com still there; rerun"):
+                                       r"things\.example\.com \(InstanceDeletionFailed: could not list instances: "
+                                       r"storage is \(re\)initializing\) still there; rerun"):
         ObjectSet(DeletingClient(lingers=None), "ns", "app", kinds=KINDS).absent(wait=True, timeout=60)
+
+
+def test_a_crds_objects_are_listed_from_the_cache_before_it_is_deleted():
+    """The API server makes a CRD's storage on the first request for its objects; a CRD deleted before anyone asked
+    had its finalizer fail with "storage is (re)initializing" and retry on a growing backoff (make test's CI, one
+    still Terminating 60 s later). The set asks first, for the storage version, from the watch cache."""
+    client = DeletingClient(lingers=1)
+    ObjectSet(client, "ns", "app", kinds=KINDS).absent(wait=True, timeout=60)
+    calls = [c for c in client.calls if c[2] == "Thing" or c[0] == "delete" and c[2] == "CustomResourceDefinition"]
+    assert calls == [("list", "example.com/v1", "Thing", "0"),
+                     ("delete", "apiextensions.k8s.io/v1", "CustomResourceDefinition", "things.example.com")]
+    client = DeletingClient(lingers=1)
+    ObjectSet(client, "ns", "app", kinds=KINDS, check_mode=True).absent(wait=True, timeout=60)
+    assert not [c for c in client.calls if c[2] == "Thing"]  # check mode asks nothing more than it did
