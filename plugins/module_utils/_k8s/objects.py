@@ -61,7 +61,8 @@ def compare(before, after):
 def crd_terminating(name, crd):
     """``name`` and, while the CRD is being deleted, the API server's words on its Terminating condition (why it
     stays: its objects still there, or the finalizer's last error)."""
-    words = ["%s: %s" % (c.get("reason"), c.get("message")) for c in (((crd or {}).get("status") or {}).get("conditions") or [])
+    conditions = ((crd or {}).get("status") or {}).get("conditions") or []
+    words = ["%s: %s" % (c.get("reason"), c.get("message")) for c in conditions
              if c.get("type") == "Terminating" and c.get("status") == "True"]
     return name + (" (%s)" % "; ".join(words) if words else "")
 

@@ -63,9 +63,9 @@ def open_crd_storage(client, crd):
     (kubernetes apiextensions-apiserver pkg/controller/finalizer/crd_finalizer.go deleteInstances and its
     rate-limited queue; apiserver pkg/storage/cacher/cacher.go GetList, KEP-4568). make test's CI had
     nodefeaturerules still Terminating 60 s after its delete; the same tests run here had the sandbox's
-    kube-apiserver log that error for nodefeaturegroups and nodefeaturerules. This list (resourceVersion 0: from the cache, waited out like any 429) makes
-    the storage and lets it get ready while the CRD still stands. It is best effort: when it fails, the delete
-    goes on and the wait for the CRD to go says what holds it."""
+    kube-apiserver log that error for nodefeaturegroups and nodefeaturerules. This list (resourceVersion 0: from
+    the cache, a 429 waited out like any other) makes the storage and lets it get ready while the CRD still stands.
+    It is best effort: when it fails, the delete goes on and the wait for the CRD to go says what holds it."""
     spec = crd.get("spec") or {}
     versions = [v for v in spec.get("versions") or [] if v.get("served")]
     kind = (spec.get("names") or {}).get("kind")
