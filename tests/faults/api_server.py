@@ -149,6 +149,7 @@ class Trials:
         assert done.returncode == 0 and not any(r.get("failed") for r in results.values()), dict(
             (name, r.get("msg")) for name, r in results.items() if r.get("failed"))
         self.clean_seconds = time.monotonic() - started
+        self.clean_results = results
         self.reference = self._labels(-1)
         self.log("%s: clean run %.1f s (labels %d nodes, plugin rolled out and advertised)"
                  % (self.fault, self.clean_seconds, self.nodes))

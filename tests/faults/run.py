@@ -25,6 +25,7 @@ for path in (str(HERE), str(HERE.parent), str(ROOT)):
 
 import api_server  # noqa: E402  pylint: disable=wrong-import-position
 import killed_play  # noqa: E402  pylint: disable=wrong-import-position
+import killed_plugin  # noqa: E402  pylint: disable=wrong-import-position
 import lost_node  # noqa: E402  pylint: disable=wrong-import-position
 import throttled  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -50,6 +51,11 @@ FAULTS = [
           "node) at a seeded point 0 to %.0f s into a task that writes or restarts a runtime's configuration; "
           "rerun, checks, way back" % killed_play.KILL_SPREAD, 20, 2,
           lambda seed, workdir, smoke: killed_play.Trials(seed, "kubegpu-faults-%d" % os.getpid(), workdir, log, smoke)),
+    Fault("killed-play-plugin", "SIGKILL of ansible-playbook's process group (the controller and the modules it runs) "
+          "at a seeded moment while gpu_node_labels and device_plugin_deploy run (labels, then the plugin's applies "
+          "and its wait for the rollout and the GPUs) on %d kwok nodes; rerun, checks, way back" % killed_plugin.NODES, 6, 1,
+          lambda seed, workdir, smoke: killed_plugin.Trials(seed, workdir, log,
+                                                            killed_plugin.SMOKE_NODES if smoke else killed_plugin.NODES)),
     Fault("api-server-gone", "kube-apiserver stopped for a seeded 5 to 60 s while device_plugin_deploy and "
           "gpu_node_labels run on %d kwok nodes; rerun" % api_server.NODES, 5, 1,
           lambda seed, workdir, smoke: api_server.Trials(seed, workdir, log,

@@ -67,6 +67,16 @@ def crd_terminating(name, crd):
     return name + (" (%s)" % "; ".join(words) if words else "")
 
 
+def namespace_terminating(namespace):
+    """What the API server says holds a namespace that is being deleted: its conditions that are true (content or
+    finalizers remaining, a discovery or deletion failure), or that it is gone or still there."""
+    if not namespace:
+        return "not seen"
+    conditions = ((namespace.get("status") or {}).get("conditions") or [])
+    words = ["%s: %s" % (c.get("reason"), c.get("message")) for c in conditions if c.get("status") == "True"]
+    return "; ".join(words) or "still there (%s)" % ((namespace.get("status") or {}).get("phase") or "no phase")
+
+
 def namespace_object(name, created_by=None):
     """A Namespace marked as the collection's; ``created_by`` (the creating module) marks it as ours to delete."""
     meta = {"name": name, "labels": {LABEL_MANAGED_BY: MANAGER}}

@@ -115,13 +115,19 @@ class ObjectSet(object):
     def _ours(self, live):
         return ((live.get("metadata") or {}).get("labels") or {}).get(LABEL_MANAGED_BY) == MANAGER
 
-    def present(self, rendered):
+    def present(self, rendered, timeout=300):
         """Apply ``rendered`` (in order) and prune what an earlier run created that it no longer has; returns the
         applied objects as the server has them, by key. An API error part way names what is half done: the objects
-        applied before it and those not applied yet (``applied``, ``not_applied`` in the error's details)."""
+        applied before it and those not applied yet (``applied``, ``not_applied`` in the error's details).
+
+        A namespace that is being deleted (an absent just before, or someone's ``kubectl delete namespace``) refuses
+        new objects with 403 "unable to create new content in namespace ... because it is being terminated" (make
+        faults, killed-play-plugin: the rerun right after a way back): the set first watches, within ``timeout``
+        seconds, until it is gone, then makes it again."""
         done = []
+        live_ns = self._namespace_to_use(timeout)
         try:
-            return self._present(rendered, done)
+            return self._present(rendered, done, live_ns)
         except WaitTimeout:
             raise
         except K8sError as exc:
@@ -132,9 +138,23 @@ class ObjectSet(object):
                               ", ".join(todo) or "nothing (the prune of what is no longer rendered was under way)"),
                            **dict(exc.details, applied=done, not_applied=todo))
 
-    def _present(self, rendered, done):
+    def _namespace_to_use(self, timeout):
+        """The live namespace (None when there is none), once it is not being deleted."""
+        live_ns = self.client.get("v1", "Namespace", self.namespace)
+        if not (live_ns and (live_ns.get("metadata") or {}).get("deletionTimestamp")) or self.check_mode:
+            return live_ns
+        try:
+            found = self.client.wait("v1", "Namespace", lambda found: self.namespace not in found, timeout,
+                                     field_selector="metadata.name=%s" % self.namespace)
+            return found.get(self.namespace)
+        except WaitTimeout as exc:
+            raise K8sError("the namespace %s is being deleted and was still there after %ss (%s); nothing can be "
+                           "deployed into it until it is gone: rerun then, or delete what holds it"
+                           % (self.namespace, timeout,
+                              k8s_objects.namespace_terminating((exc.last or {}).get(self.namespace) or live_ns)))
+
+    def _present(self, rendered, done, live_ns):
         client = self.client
-        live_ns = client.get("v1", "Namespace", self.namespace)
         ns_missing = live_ns is None
         ns_obj = k8s_objects.namespace_object(self.namespace, created_by=self.created_by)
         if ns_missing or k8s_objects.created_by_us(live_ns):
@@ -196,7 +216,9 @@ class ObjectSet(object):
         """Delete every object of the set, and the namespace when one of ours created it; with ``wait``, watch (bounded)
         until the set's pods are gone, and its CustomResourceDefinitions: a deleted CRD stays (Terminating) until the
         API server has removed its objects, and creating it again meanwhile fails with 409 "object is being deleted"
-        (seen in make test: a deploy right after an absent)."""
+        (seen in make test: a deploy right after an absent). The namespace is not waited for: it goes within seconds
+        (the namespace controller empties it; about 5 s in the sandbox), and a deploy meanwhile waits for it
+        (:meth:`present`)."""
         deleted = [obj for obj in self._managed() if self._delete(obj)]
         live_ns = self.client.get("v1", "Namespace", self.namespace)
         if live_ns and not (live_ns.get("metadata") or {}).get("deletionTimestamp") and k8s_objects.created_by_us(live_ns):

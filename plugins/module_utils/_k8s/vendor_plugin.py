@@ -200,7 +200,7 @@ def run(params, vendor, check_mode=False, want_diff=False, client=None, client_f
         for name in missing:  # missing_nodes=skip: nothing to wait for there
             expected.pop(name, None)
         result["nodes"] = sorted(expected)
-        applied = objects.present(rendered)
+        applied = objects.present(rendered, timeout=timeout)
         if params.get("wait", True) and not check_mode:
             deadline = objects.wait_rollout(applied, timeout, vendor.component, vendor.hint)
             result["resources"] = objects.wait_allocatable(expected, deadline, vendor.prefix, timeout,

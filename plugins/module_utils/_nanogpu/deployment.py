@@ -168,7 +168,7 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
         if waiting and objects.changed:  # the agents are gone: their nodes stop advertising the resource
             result["resources_gone"] = vendor_plugin.wait_resources_gone(client, _Resource, timeout, before)
     else:
-        applied = objects.present(manifests.render(params, exclude_nodes=sorted(left_out)))
+        applied = objects.present(manifests.render(params, exclude_nodes=sorted(left_out)), timeout=timeout)
         service = applied.get("Service/%s/%s" % (namespace, C.SCHEDULER_NAME))
         if service is None or not (service.get("spec") or {}).get("clusterIP"):
             service = client.get("v1", "Service", C.SCHEDULER_NAME, namespace)

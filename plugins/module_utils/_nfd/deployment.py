@@ -164,7 +164,7 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
                                       "label the same nodes; remove ours with state=absent" % (existing, namespace)]
         else:
             deadline = client.clock() + timeout
-            applied = objects.present(manifests.render(params, master_config, worker_config))
+            applied = objects.present(manifests.render(params, master_config, worker_config), timeout=timeout)
             if wait and not check_mode:
                 _wait(client, objects, namespace, deadline, timeout)
                 objects.wait_rollout(applied, max(1, deadline - client.clock()), WORKER_NAME, HINT)

@@ -156,7 +156,7 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
             parts.append(("labels", label_nodes(params, client, check_mode=check_mode, want_diff=want_diff)))
             if params.get("readiness_taint"):  # before the plugin can advertise anything there
                 result["tainted"] = gate_new_nodes(client, parts[-1][1], check_mode=check_mode)
-        applied = objects.present(manifests.render(params, configs))
+        applied = objects.present(manifests.render(params, configs), timeout=timeout)
         if params.get("wait", True) and not check_mode:
             wanted = result["expected"] = left_to_others(wanted, params, client)
             deadline = objects.wait_rollout(applied, timeout, PLUGIN_COMPONENT, NVML_HINT)

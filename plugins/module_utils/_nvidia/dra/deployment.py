@@ -115,7 +115,7 @@ def run(params, check_mode=False, want_diff=False, client=None, client_factory=N
     if not present:
         objects.absent(wait=params.get("wait", True), timeout=timeout)
     else:
-        applied = objects.present(dra_manifests.render(params, resource_api, result["extended_resource"]))
+        applied = objects.present(dra_manifests.render(params, resource_api, result["extended_resource"]), timeout=timeout)
         if params.get("wait", True) and not check_mode:
             deadline = objects.wait_rollout(applied, timeout, dra_manifests.COMPONENT_PLUGIN, HINT)
             result["slices"] = wait_slices(client, objects, resource_api, nodes, result["nodes"], deadline, timeout)

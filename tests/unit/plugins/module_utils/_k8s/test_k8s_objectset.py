@@ -8,6 +8,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.kubegpu.cluster.plugins.module_utils._errors import K8sError, WaitTimeout
+from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objects import ANNOTATION_CREATED_NAMESPACE
 from ansible_collections.kubegpu.cluster.plugins.module_utils._k8s.objectset import ObjectSet, managed_selector
 
 
@@ -206,3 +207,69 @@ def test_a_crds_objects_are_listed_from_the_cache_before_it_is_deleted():
     client = DeletingClient(lingers=1)
     ObjectSet(client, "ns", "app", kinds=KINDS, check_mode=True).absent(wait=True, timeout=60)
     assert not [c for c in client.calls if c[2] == "Thing"]  # check mode asks nothing more than it did
+
+
+CONTENT_REMAINING = {"type": "NamespaceContentRemaining", "status": "True", "reason": "SomeResourcesRemain",
+                     "message": "Some resources are remaining: pods. has 1 resource instances"}
+
+
+class TerminatingNamespaceClient(object):
+    """A namespace being deleted (an absent just before) that goes after ``lingers`` watch events (None: past the
+    bound); ``calls`` keeps the waits and applies in order."""
+
+    def __init__(self, lingers):
+        self.lingers = lingers
+        self.calls = []
+
+    def get(self, api_version, kind, name, namespace=None):
+        if kind == "Namespace":
+            return {"metadata": {"name": name, "deletionTimestamp": "2026-11-27T20:00:00Z",
+                                 "annotations": {ANNOTATION_CREATED_NAMESPACE: "device_plugin_deploy"}},
+                    "status": {"phase": "Terminating", "conditions": [CONTENT_REMAINING]}}
+        return None
+
+    def list(self, *args, **kwargs):
+        return []
+
+    def clock(self):
+        return 0.0
+
+    def apply(self, obj, dry_run=False):
+        self.calls.append(("apply", obj["kind"], obj["metadata"]["name"], dry_run))
+        return "created", None, obj
+
+    def wait(self, api_version, kind, predicate, timeout, namespace=None, field_selector=None, label_selector=None):
+        self.calls.append(("wait", kind, field_selector, timeout))
+        terminating = self.get("v1", "Namespace", "ns")
+        states = [{"ns": terminating}] * (self.lingers or 1) + ([{}] if self.lingers else [])
+        for found in states:
+            if predicate(found):
+                return found
+        raise WaitTimeout("timed out", last=states[-1])
+
+
+CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "config", "namespace": "ns"}}
+
+
+def test_a_deploy_into_a_namespace_being_deleted_waits_until_it_is_gone_then_makes_it_again():
+    """A namespace being deleted refuses new objects (403 "being terminated"): make faults' killed-play-plugin met it
+    in the rerun right after a way back."""
+    client = TerminatingNamespaceClient(lingers=2)
+    ObjectSet(client, "ns", "app", kinds=KINDS).present([CONFIGMAP], timeout=60)
+    assert client.calls == [("wait", "Namespace", "metadata.name=ns", 60), ("apply", "Namespace", "ns", False),
+                            ("apply", "ConfigMap", "config", False)]
+
+
+def test_a_namespace_that_does_not_go_is_named_with_what_holds_it_and_nothing_is_applied():
+    client = TerminatingNamespaceClient(lingers=None)
+    with pytest.raises(K8sError, match=r"^the namespace ns is being deleted and was still there after 60s "
+                                       r"\(SomeResourcesRemain: Some resources are remaining: pods\. .*\); nothing can "
+                                       r"be deployed into it until it is gone: rerun then, or delete what holds it$"):
+        ObjectSet(client, "ns", "app", kinds=KINDS).present([CONFIGMAP], timeout=60)
+    assert [c for c in client.calls if c[0] == "apply"] == []
+
+
+def test_check_mode_does_not_wait_for_a_namespace_being_deleted():
+    client = TerminatingNamespaceClient(lingers=2)
+    ObjectSet(client, "ns", "app", kinds=KINDS, check_mode=True).present([CONFIGMAP], timeout=60)
+    assert [c for c in client.calls if c[0] == "wait"] == []
