@@ -154,16 +154,53 @@ class Trials:
         self.log("%s: clean run %.1f s (labels %d nodes, plugin rolled out and advertised)"
                  % (self.fault, self.clean_seconds, self.nodes))
 
-    def _labels(self, number):
-        """Each node's labels, the trial's accelerator key spelled the same for every trial."""
+    def _labels(self, number, taints=False):
+        """Each node's labels (with ``taints``: ``(labels, taints)``), from one list, the trial's accelerator key
+        spelled the same for every trial."""
         key = "kubegpu.test/accel-%d" % number
         out = {}
         for node in self.core.list_node(label_selector="sandbox.kubegpu.io/role=scale").items:
             labels = dict(node.metadata.labels or {})
             if key in labels:
                 labels["kubegpu.test/accel"] = labels.pop(key)
-            out[node.metadata.name] = labels
+            out[node.metadata.name] = (labels, sorted((t.key, t.value, t.effect) for t in node.spec.taints or [])) \
+                if taints else labels
         return out
+
+    def nodes_problem(self, found, reference, otherwise):
+        """``(lost, problem)``: whether a node of the trial's is not as ``reference`` has it (``found`` and
+        ``reference``: name to state), and the line that says so (None when every node is)."""
+        differ = sorted(n for n in self.names if found.get(n) != reference.get(n))
+        if not differ:
+            return False, None
+        return True, "%d of %d node(s) %s, e.g. %s: %s != %s" % (
+            len(differ), self.nodes, otherwise, differ[0], found.get(differ[0]), reference.get(differ[0]))
+
+    def daemonset(self):
+        """The plugin's DaemonSet, None when there is none."""
+        from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
+        try:
+            return self.apps.read_namespaced_daemon_set(DS_NAME, DS_NAMESPACE)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    @staticmethod
+    def asked_for(ds, number):
+        """Whether the DaemonSet is trial ``number``'s: it ignores the XID that trial asked for."""
+        return ds is not None and str(1000 + number) in json.dumps([c.to_dict() for c in ds.spec.template.spec.containers])
+
+    def plugin_problem(self, number):
+        """What is wrong with the plugin after trial ``number``'s run (None: there, as asked, rolled out)."""
+        ds = self.daemonset()
+        if ds is None:
+            return "no DaemonSet %s/%s" % (DS_NAMESPACE, DS_NAME)
+        if not self.asked_for(ds, number):
+            return "the DaemonSet does not ignore XID %d as asked" % (1000 + number)
+        if (ds.status.number_available or 0) != self.nodes or (ds.status.updated_number_scheduled or 0) != self.nodes:
+            return "the plugin is not rolled out: %s" % ds.status.to_dict()
+        return None
 
     def trial(self, number):
         rng = random.Random("%s/%d" % (self.seed, number))
@@ -209,18 +246,8 @@ class Trials:
         results = self.results(done)
         if done.returncode != 0 or any(r.get("failed") for r in results.values()):
             problems.append("the rerun failed: %s" % dict((n, r.get("msg")) for n, r in results.items() if r.get("failed")))
-        labels = self._labels(number)
-        missing = sorted(n for n in self.names if labels.get(n) != self.reference.get(n))
-        if missing:
-            lost = True
-            problems.append("%d node(s) labelled otherwise than a clean run labels them, e.g. %s: %s != %s" % (
-                len(missing), missing[0], labels.get(missing[0]), self.reference.get(missing[0])))
-        ds = self.apps.read_namespaced_daemon_set(DS_NAME, DS_NAMESPACE)
-        env_text = json.dumps([c.to_dict() for c in ds.spec.template.spec.containers])
-        if str(1000 + number) not in env_text:
-            problems.append("the DaemonSet does not ignore XID %d as asked" % (1000 + number))
-        if (ds.status.number_available or 0) != self.nodes or (ds.status.updated_number_scheduled or 0) != self.nodes:
-            problems.append("the plugin is not rolled out: %s" % ds.status.to_dict())
+        lost, problem = self.nodes_problem(self._labels(number), self.reference, "labelled otherwise than a clean run labels them")
+        problems += [p for p in (problem, self.plugin_problem(number)) if p]
         # converged: from the server answering again to the end of the run that completed the rollout
         converge_s = max(0.0, ended - back) if not failed else (time.monotonic() - back)
         return {"trial": number, "where": where + " (gone %.1f s in all)" % (back - gone), "outcome": outcome,

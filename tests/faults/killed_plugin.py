@@ -20,7 +20,7 @@ import sys
 import time
 
 import api_server
-from api_server import ROOT, DS_NAMESPACE
+from api_server import ROOT
 
 if str(ROOT / ".build" / "collections") not in sys.path:  # make's ANSIBLE_COLLECTIONS_PATH, for the plain python run
     sys.path.insert(0, str(ROOT / ".build" / "collections"))
@@ -55,15 +55,8 @@ class Trials(api_server.Trials):
     def __init__(self, seed, workdir, log, nodes):
         super().__init__(seed, workdir, log, nodes, component="kube-apiserver")
         self.fault = "killed-play-plugin"
-        self.layout = self.cluster.Layout(self.layout.state_dir.with_name(self.layout.state_dir.name + "-killed"),
-                                          self.layout.state_dir.with_name(self.layout.state_dir.name + "-killed") / "kubeconfig")
-
-    def _nodes(self):
-        """Each node's labels and taints (the trial's accelerator key spelled the same for every trial)."""
-        return dict((name, (labels, self._taints(name))) for name, labels in self._labels(self.number).items())
-
-    def _taints(self, name):
-        return sorted((t.key, t.value, t.effect) for t in self.core.read_node(name).spec.taints or [])
+        state = self.layout.state_dir.with_name(self.layout.state_dir.name + "-killed")
+        self.layout = self.cluster.Layout(state, state / "kubeconfig")
 
     def _ours(self):
         """The collection's objects: (kind, namespace, name) of every kind the plugin's deployment may make
@@ -80,13 +73,12 @@ class Trials(api_server.Trials):
         return found
 
     def baseline(self):
-        self.number = -1
         super().baseline()  # the user's label on every node, one clean run: its labels are the reference
         self.labels_seconds = self.clean_results["labels"]["_seconds"] or 0.0
         modules = self.labels_seconds + (self.clean_results["plugin"]["_seconds"] or 0.0)
         # the kills land while the modules run: after ansible-playbook's own start, before the clean run's end
         self.span = (max(0.0, self.clean_seconds - modules), self.clean_seconds - 0.05 * modules)
-        self.reference = self._nodes()
+        self.reference = self._labels(-1, taints=True)
         self.objects = self._ours()
         self.before = self._way_back(-1)
         self.log("%s: %d objects of ours after a clean run; the way back gave every node back" % (
@@ -103,36 +95,24 @@ class Trials(api_server.Trials):
         results = self.results(done)
         failed = dict((n, r.get("msg")) for n, r in results.items() if r.get("failed"))
         assert done.returncode == 0 and not failed, "the way back failed: %s" % (failed or done.stderr[-1500:])
-        return dict((name, (labels, self._taints(name))) for name, labels in self._labels(number).items())
-
-    def _daemonset(self):
-        from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
-        try:
-            return self.apps.read_namespaced_daemon_set(api_server.DS_NAME, DS_NAMESPACE)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return self._labels(number, taints=True)
 
     def trial(self, number):
-        self.number = number
         rng = random.Random("%s/%d" % (self.seed, number))
         at = round(rng.uniform(*self.span), 2)
-        problems, lost = [], False
+        problems = []
         argv, env = self._play(number)
         proc = subprocess.Popen(argv, env=env, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, start_new_session=True)
-        time.sleep(at)  # the seeded kill point: the injection, not a wait
+        time.sleep(at)  # the seeded kill point: the injection itself (as killed_play's), not a wait for a condition
         ended_first = proc.poll() is not None
         if not ended_first:
             os.killpg(proc.pid, signal.SIGKILL)
         out = proc.communicate(timeout=60)[0]
         # which module the kill came in: the trial's DaemonSet (its XID) is applied only by device_plugin_deploy
-        ds = self._daemonset()
-        in_plugin = ds is not None and str(1000 + number) in str([c.to_dict() for c in ds.spec.template.spec.containers])
         where = "%.2f s into the play (%d nodes; a clean run: modules from %.1f s, labels %.1f s, %.1f s in all), %s" % (
             at, self.nodes, self.span[0], self.labels_seconds, self.clean_seconds,
-            "in device_plugin_deploy, its DaemonSet applied" if in_plugin
+            "in device_plugin_deploy, its DaemonSet applied" if self.asked_for(self.daemonset(), number)
             else "before device_plugin_deploy applied its DaemonSet (gpu_node_labels, or the plugin's first objects)")
         if ended_first:
             problems.append("the play ended before the kill point: %s" % out[-300:].replace("\n", " | "))
@@ -142,31 +122,16 @@ class Trials(api_server.Trials):
         results = self.results(done)
         if done.returncode != 0 or any(r.get("failed") for r in results.values()):
             problems.append("the rerun failed: %s" % dict((n, r.get("msg")) for n, r in results.items() if r.get("failed")))
-        nodes = self._nodes()
-        differ = sorted(n for n in self.names if nodes.get(n) != self.reference.get(n))
-        if differ:
-            lost = True
-            problems.append("%d node(s) labelled or tainted otherwise than a clean run leaves them, e.g. %s: %s != %s"
-                            % (len(differ), differ[0], nodes.get(differ[0]), self.reference.get(differ[0])))
-        ds = self._daemonset()
-        if ds is None:
-            problems.append("no DaemonSet %s/%s after the rerun" % (DS_NAMESPACE, api_server.DS_NAME))
-        elif str(1000 + number) not in str([c.to_dict() for c in ds.spec.template.spec.containers]):
-            problems.append("the DaemonSet does not ignore XID %d as asked" % (1000 + number))
-        elif (ds.status.number_available or 0) != self.nodes or (ds.status.updated_number_scheduled or 0) != self.nodes:
-            problems.append("the plugin is not rolled out: %s" % ds.status.to_dict())
+        lost, problem = self.nodes_problem(self._labels(number, taints=True), self.reference,
+                                           "labelled or tainted otherwise than a clean run leaves them")
+        problems += [p for p in (problem, self.plugin_problem(number)) if p]
         ours = self._ours()
         if ours != self.objects:
             problems.append("the collection's objects differ from a clean run's: more %s, fewer %s"
                             % (sorted(ours - self.objects), sorted(self.objects - ours)))
-        back = self._way_back(number)
-        differ = sorted(n for n in self.names if back.get(n) != self.before.get(n))
-        if differ:
-            lost = True
-            problems.append("the way back left %d node(s) otherwise than before the first run, e.g. %s: %s != %s"
-                            % (len(differ), differ[0], back.get(differ[0]), self.before.get(differ[0])))
+        lost_back, problem = self.nodes_problem(self._way_back(number), self.before,
+                                                "left by the way back otherwise than before the first run")
         left = self._ours()
-        if left:
-            problems.append("the way back left objects of ours: %s" % sorted(left))
-        return {"trial": number, "where": where, "survived": not problems, "lost": lost, "problems": problems,
-                "converge_s": round(converge_s, 1)}
+        problems += [p for p in (problem, "the way back left objects of ours: %s" % sorted(left) if left else None) if p]
+        return {"trial": number, "where": where, "survived": not problems, "lost": lost or lost_back,
+                "problems": problems, "converge_s": round(converge_s, 1)}

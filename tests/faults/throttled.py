@@ -109,16 +109,9 @@ class Trials(api_server.Trials):
             problems.append("the priority level %s rejected no request during the run: the fault was not injected"
                             % self.apf.PRIORITY_LEVEL)
         labels = self._labels(number)
-        missing = sorted(n for n in self.names if labels.get(n) != self.reference.get(n))
-        if missing:
-            lost = True
-            problems.append("%d of %d node(s) labelled otherwise than the clean run labels them, e.g. %s: %s != %s" % (
-                len(missing), self.nodes, missing[0], labels.get(missing[0]), self.reference.get(missing[0])))
-        ds = self.apps.read_namespaced_daemon_set(api_server.DS_NAME, api_server.DS_NAMESPACE)
-        if str(1000 + number) not in json.dumps([c.to_dict() for c in ds.spec.template.spec.containers]):
-            problems.append("the DaemonSet does not ignore XID %d as asked" % (1000 + number))
-        if (ds.status.number_available or 0) != self.nodes or (ds.status.updated_number_scheduled or 0) != self.nodes:
-            problems.append("the plugin is not rolled out: %s" % ds.status.to_dict())
+        lost, problem = self.nodes_problem(labels, self.reference, "labelled otherwise than the clean run labels them")
+        problems += [p for p in (problem, self.plugin_problem(number)) if p]
+        missing = [n for n in self.names if labels.get(n) != self.reference.get(n)]
         outcome = "%s in %.1f s (%d of %d nodes labelled as asked; %s); %d request(s) rejected with 429" % (
             "failed" if failed else "finished", seconds, self.nodes - len(missing), self.nodes, spans, rejected)
         return {"trial": number, "where": where, "outcome": outcome, "survived": not problems, "lost": lost,
